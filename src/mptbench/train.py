@@ -1,0 +1,223 @@
+"""One grid cell: train the configured model under one policy and batch size, time it, record it.
+
+Every cell ends with an outcome the report shows:
+  ok           trained; timing recorded
+  oom          the device ran out of memory (as the published table records)
+  nonfinite    the loss became NaN or Inf
+  unsupported  TensorFlow has no kernel for this policy on this device (reason recorded)
+  over_budget  a probe predicted a step slower than train.max_step_seconds (prediction recorded)
+Anything else fails the job loudly.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import time
+from typing import Any
+
+from mptbench import dataset, timing
+from mptbench.fingerprint import fingerprint
+from mptbench.models import build_model
+from mptbench.tracking import CellRun
+
+
+def shuffle_buffer(rule: Any, train_examples: int, batch_size: int) -> int:
+    """The seed's rule ("seed"): train examples // batch size; or a fixed number."""
+    if rule == "seed":
+        return max(1, train_examples // batch_size)
+    return int(rule)
+
+
+def input_pipeline(
+    tf, info: dict, split: str, batch_size: int, input_cfg: dict, seed: int, training: bool
+):
+    """tf.data from the prepared cache: [0,1] floats, shuffled, batched, prefetched."""
+    _, ds = dataset.load(info, split)
+    if input_cfg["cache"] == "memory":
+        ds = ds.cache()  # uint8 after resizing: a quarter of the memory float32 would take
+    if training:
+        buffer = shuffle_buffer(input_cfg["shuffle_buffer"], info["splits"][split], batch_size)
+        ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True).repeat()
+    ds = ds.batch(batch_size, drop_remainder=training)
+    ds = ds.map(
+        lambda x, y: (tf.cast(x, tf.float32) / 255.0, y), num_parallel_calls=tf.data.AUTOTUNE
+    )
+    options = tf.data.Options()
+    options.deterministic = bool(input_cfg["deterministic"])
+    return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def jit_setting(value: Any) -> Any:
+    return value if isinstance(value, bool) else "auto"
+
+
+def probe_step_seconds(tf, run: dict, input_shape, num_classes: int) -> tuple[float, int]:
+    """Seconds of one training step on a few images, from a throwaway copy of the model."""
+    probe_bs = run["train"]["probe_batch_size"]
+    model = build_model(
+        run["model"],
+        input_shape,
+        num_classes,
+        run["policy"]["name"],
+        jit_setting(run["variant"]["jit_compile"]),
+    )
+    x = tf.random.uniform((probe_bs, *input_shape), seed=run["seed"])
+    y = tf.zeros((probe_bs,), dtype=tf.int64)
+    model.train_on_batch(x, y)  # traces and compiles
+    started = time.perf_counter()
+    model.train_on_batch(x, y)
+    return time.perf_counter() - started, probe_bs
+
+
+def classify_error(tf, exc: BaseException) -> tuple[str, str] | None:
+    """Map TensorFlow's errors to an outcome; None means a real failure."""
+    if isinstance(exc, tf.errors.ResourceExhaustedError):
+        return "oom", str(exc).strip().splitlines()[0][:300]
+    text = str(exc)
+    if isinstance(
+        exc, tf.errors.UnimplementedError | tf.errors.NotFoundError | tf.errors.InvalidArgumentError
+    ) and ("No registered" in text or "not supported" in text.lower() or "Unimplemented" in text):
+        return "unsupported", text.strip().splitlines()[0][:300]
+    return None
+
+
+def run_cell(run: dict, prepared: dict, tracking: dict, log=print) -> dict[str, Any]:
+    """Train one cell and return its record (the caller writes it)."""
+    import keras
+    import tensorflow as tf
+
+    cell, train_cfg = run["cell"], run["train"]
+    batch_size, policy = cell["batch_size"], run["policy"]["name"]
+    started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    t_start = time.monotonic()
+    if run["device"]["kind"] == "gpu" and not tf.config.list_physical_devices("GPU"):
+        raise RuntimeError(
+            f"{cell['device']} was asked for but TensorFlow sees no GPU "
+            f"(is this a CUDA build of TensorFlow, with drivers, on a GPU node?)"
+        )
+    keras.utils.set_random_seed(run["seed"])
+    size = prepared["image_size"]
+    input_shape, num_classes = (size, size, 3), len(prepared["classes"])
+    record: dict[str, Any] = {
+        "experiment": run["name"],
+        "model": run["model"]["name"],
+        "dataset": prepared["dataset"],
+        "image_size": size,
+        **cell,
+        "outcome": None,
+        "reason": None,
+        "warmup_steps": train_cfg["warmup_steps"],
+        "started_at": started_at,
+        "fingerprint": fingerprint(tf, keras, cell["device"]),
+    }
+    label = f"{cell['variant']}/{cell['device']}/{policy}/bs{batch_size}"
+    with CellRun(tracking, label, run_name=f"{run['name']}:{label}") as mlrun:
+        mlrun.log_params({k: v for k, v in run.items() if k != "cell"} | {"cell": cell})
+        record.update(mlflow_run_id=mlrun.run_id, mlflow_experiment_id=tracking["experiment_id"])
+        timer = None
+        try:
+            if train_cfg["max_step_seconds"] and batch_size > train_cfg["probe_batch_size"]:
+                probe_s, probe_bs = probe_step_seconds(tf, run, input_shape, num_classes)
+                predicted = probe_s * batch_size / probe_bs
+                record["predicted_step_s"] = predicted
+                log(
+                    f"probe: {probe_s:.3f} s for {probe_bs} images -> "
+                    f"about {predicted:.2f} s/step at batch {batch_size}"
+                )
+                if predicted > train_cfg["max_step_seconds"]:
+                    record["outcome"] = "over_budget"
+                    record["reason"] = (
+                        f"predicted {predicted:.1f} s/step "
+                        f"(probe: {probe_s:.2f} s for {probe_bs} images) "
+                        f"> train.max_step_seconds={train_cfg['max_step_seconds']}"
+                    )
+            if record["outcome"] is None:
+                model = build_model(
+                    run["model"],
+                    input_shape,
+                    num_classes,
+                    policy,
+                    jit_setting(run["variant"]["jit_compile"]),
+                )
+                train_ds = input_pipeline(
+                    tf, prepared, "train", batch_size, run["dataset"]["input"], run["seed"], True
+                )
+                val_ds = None
+                if train_cfg["validate"]:
+                    val_ds = input_pipeline(
+                        tf,
+                        prepared,
+                        "validation",
+                        batch_size,
+                        run["dataset"]["input"],
+                        run["seed"],
+                        False,
+                    )
+                steps = train_cfg["steps_per_epoch"] or max(
+                    1, prepared["splits"]["train"] // batch_size
+                )
+                timer = timing.make_step_timer(
+                    train_cfg["warmup_steps"],
+                    train_cfg["timed_steps"],
+                    train_cfg["min_timed_steps"],
+                    train_cfg["time_budget_s"],
+                )
+                model.fit(
+                    train_ds,
+                    epochs=train_cfg["epochs"],
+                    steps_per_epoch=steps,
+                    validation_data=val_ds,
+                    callbacks=[timer],
+                    verbose=train_cfg["verbose"],
+                    shuffle=False,
+                )
+                if timer.nonfinite:
+                    step, value = timer.nonfinite
+                    record["outcome"], record["reason"] = (
+                        "nonfinite",
+                        f"loss became {value} at step {step}",
+                    )
+                elif not timer.step_seconds:
+                    raise RuntimeError(
+                        f"no step was timed: {timer.step} steps ran, "
+                        f"{train_cfg['warmup_steps']} of them warm-up; "
+                        "raise train.steps_per_epoch or train.epochs, or lower train.warmup_steps"
+                    )
+                else:
+                    record["outcome"] = "ok"
+        except Exception as exc:  # noqa: BLE001 - classified below, re-raised when unknown
+            outcome = classify_error(tf, exc)
+            if outcome is None:
+                raise
+            record["outcome"], record["reason"] = outcome
+            log(f"{record['outcome']}: {record['reason']}")
+        if timer is not None:
+            wall = timer.timed_wall_s if timer.step_seconds else None
+            record.update(timing.summarise(timer.step_seconds, batch_size, wall))
+            record["warmup_ms"] = [1000 * s for s in timer.warmup_seconds]
+            record["epochs"] = timer.epochs
+            vals = [e["val_accuracy"] for e in timer.epochs if "val_accuracy" in e]
+            record["final_val_accuracy"] = vals[-1] if vals else None
+            mlrun.log_epochs(timer.epochs)
+        record["duration_s"] = time.monotonic() - t_start
+        metrics = {
+            k: record.get(k)
+            for k in (
+                "ms_per_step",
+                "ms_per_step_p10",
+                "ms_per_step_p90",
+                "images_per_sec",
+                "timed_steps",
+                "final_val_accuracy",
+                "predicted_step_s",
+                "duration_s",
+            )
+        }
+        metrics = {
+            k: v for k, v in metrics.items() if isinstance(v, int | float) and math.isfinite(v)
+        }
+        mlrun.finish(
+            metrics, {"outcome": record["outcome"], "reason": record["reason"] or ""}, record
+        )
+    return record

@@ -1,0 +1,18 @@
+# mptbench: does mixed-precision training speed up this model on this hardware and build, and why?
+# The configuration is Hydra's (conf/); pick it with --config experiment=NAME overrides=[...].
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        REPORT["summary"],
+        REPORT["html"],

@@ -1,0 +1,121 @@
+"""The workflow as a user runs it: snakemake on the smoke experiment, lint, and dry runs."""
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def _snakemake(cwd, *args, timeout=600):
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    exe = Path(sys.executable).with_name("snakemake")
+    return subprocess.run(
+        [str(exe), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory):
+    """A copy of the workflow, so the test's results/ and resources/ stay out of the repo."""
+    root = tmp_path_factory.mktemp("checkout")
+    for name in ("Snakefile", "conf", "workflow", "src", "profiles", "envs"):
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(
+                src, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+            )
+        else:
+            shutil.copy(src, root / name)
+    return root
+
+
+@pytest.fixture(scope="module")
+def smoke(checkout):
+    done = _snakemake(checkout, "--cores", "2", "--config", "experiment=smoke")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return checkout
+
+
+def test_smoke_run_reports_every_cell(smoke):
+    summary = pd.read_csv(smoke / "results/smoke/report/summary.csv")
+    assert len(summary) == 4
+    assert set(summary["outcome"]) == {"ok"}
+    assert (summary["ms_per_step"] > 0).all()
+    assert set(summary["policy"]) == {"float32", "mixed_float16"}
+    assert set(summary["batch_size"]) == {8, 16}
+    html = (smoke / "results/smoke/report/index.html").read_text()
+    assert "<table" in html and ".png" in html
+    assert "Tesla V100" in html  # the published numbers beside ours
+
+
+def test_smoke_run_logs_one_mlflow_run_per_cell(smoke):
+    db = smoke / "results/mlflow.db"
+    with sqlite3.connect(db) as con:
+        runs = con.execute(
+            "SELECT r.run_uuid, r.status FROM runs r "
+            "JOIN experiments e ON r.experiment_id = e.experiment_id "
+            "WHERE e.name = 'smoke' AND r.lifecycle_stage = 'active'"
+        ).fetchall()
+        assert len(runs) == 4 and {status for _, status in runs} == {"FINISHED"}
+        for run_id, _ in runs:
+            params = dict(
+                con.execute("SELECT key, value FROM params WHERE run_uuid = ?", (run_id,))
+            )
+            assert params["dataset.name"] == "imagenette2-320-smoke"
+            epochs = con.execute(
+                "SELECT step FROM metrics WHERE run_uuid = ? AND key = 'loss' ORDER BY step",
+                (run_id,),
+            ).fetchall()
+            assert [s for (s,) in epochs] == [1, 2]
+    records = sorted((smoke / "results/smoke/runs").rglob("*.json"))
+    assert {json.loads(p.read_text())["mlflow_run_id"] for p in records} == {r for r, _ in runs}
+
+
+def test_second_run_does_nothing(smoke):
+    again = _snakemake(smoke, "--cores", "2", "--config", "experiment=smoke")
+    assert again.returncode == 0
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_data_target_stops_after_prepare(smoke):
+    dry = _snakemake(
+        smoke, "-n", "--config", "experiment=smoke", "overrides=[dataset.image_size=24]", "data"
+    )
+    assert dry.returncode == 0, dry.stderr
+    out = dry.stdout + dry.stderr
+    assert (
+        "prepare" in out and "rule train" not in out and "download" not in out
+    )  # archive is cached
+
+
+def test_lint_is_clean(checkout):
+    lint = _snakemake(checkout, "--lint")
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    assert "Congratulations" in lint.stdout + lint.stderr
+
+
+def test_default_dry_run_lists_the_full_grid(checkout):
+    dry = _snakemake(checkout, "-n")
+    assert dry.returncode == 0, dry.stderr
+    out = dry.stdout + dry.stderr
+    # CPU only here: 3 policies x 5 batch sizes.
+    assert any(line.split()[:2] == ["train", "15"] for line in out.splitlines())
+    assert "imagenette2-320.tgz" in out
+
+
+def test_bad_config_fails_before_any_job_with_one_line(checkout):
+    bad = _snakemake(checkout, "-n", "--config", "overrides=[sweep.batch_sizes=[0]]")
+    assert bad.returncode != 0
+    assert (
+        "mptbench config: sweep.batch_sizes[0]: 0 is not an integer >= 1" in bad.stdout + bad.stderr
+    )
+    assert not (checkout / "results" / "benchmark").exists()

@@ -1,0 +1,67 @@
+# Data: (make the offline fixture,) download and verify the archive, build the tfds cache.
+
+
+rule make_fixture:
+    # Only the smoke dataset has a fixture: an archive in Imagenette's layout, made here.
+    output:
+        archive="resources/fixtures/{name}.tgz",
+        sha256="resources/fixtures/{name}.tgz.sha256",
+    log:
+        "resources/logs/make_fixture/{name}.log",
+    localrule: True
+    conda:
+        "../../envs/mptbench.yaml"
+    params:
+        fixture=lambda wildcards: json.dumps(DATASET.get("fixture") or {}),
+    shell:
+        "python workflow/scripts/make_fixture.py --archive {output.archive}"
+        " --options {params.fixture:q} > {log} 2>&1"
+
+
+rule download:
+    input:
+        local_inputs(DATASET["url"], DATASET["sha256_url"]),
+    output:
+        archive=ARCHIVE,
+    log:
+        f"resources/logs/download/{Path(ARCHIVE).name}.log",
+    retries: 1
+    localrule: True
+    conda:
+        "../../envs/mptbench.yaml"
+    params:
+        url=DATASET["url"],
+        sha256=DATASET["sha256"] or "",
+        sha256_url=DATASET["sha256_url"] or "",
+    shell:
+        "python workflow/scripts/download.py --url {params.url:q} --dest {output.archive}"
+        " --sha256={params.sha256:q} --sha256-url={params.sha256_url:q} > {log} 2>&1"
+
+
+rule prepare:
+    input:
+        archive=ARCHIVE,
+    output:
+        info=PREPARED,
+    log:
+        f"resources/logs/prepare/{dataset_key(DATASET)}.log",
+    conda:
+        "../../envs/mptbench.yaml"
+    threads: 8
+    resources:
+        mem_mb=8000,
+        runtime=60,
+    params:
+        name=DATASET["name"],
+        image_size=DATASET["image_size"],
+        data_dir=output_dir,
+    shell:
+        "python workflow/scripts/prepare.py --archive {input.archive} --name {params.name:q}"
+        " --image-size {params.image_size} --data-dir {params.data_dir} --info {output.info}"
+        " --threads {threads}"
+        " > {log} 2>&1"
+
+
+rule data:
+    input:
+        PREPARED,

@@ -1,0 +1,43 @@
+# Training: one job per grid cell, each logged to MLflow and recorded as JSON.
+
+
+rule tracking_init:
+    # Creates the MLflow store and experiment once: concurrent first use races on the schema.
+    output:
+        TRACKING,
+    log:
+        f"results/{EXPERIMENT}/logs/tracking_init.log",
+    localrule: True
+    conda:
+        "../../envs/mptbench.yaml"
+    params:
+        uri=CFG["tracking"]["uri"],
+        artifact_root=CFG["tracking"]["artifact_root"] or "",
+        name=EXPERIMENT,
+    shell:
+        "python workflow/scripts/init_tracking.py --uri {params.uri:q} --name {params.name:q}"
+        " --artifact-root={params.artifact_root:q} --output {output} > {log} 2>&1"
+
+
+rule train:
+    input:
+        prepared=PREPARED,
+        tracking=TRACKING,
+    output:
+        record=RUN_RECORD,
+    log:
+        RUN_LOG,
+    conda:
+        "../../envs/mptbench.yaml"
+    threads: train_threads
+    resources:
+        **TIMING_SLOTS,
+        mem_mb=train_mem_mb,
+        runtime=train_runtime,
+        gpu=train_gpus,
+    params:
+        run=train_run_json,
+        python=train_python,
+    shell:
+        "{params.python} workflow/scripts/train.py --run {params.run:q} --prepared {input.prepared}"
+        " --tracking {input.tracking} --record {output.record} > {log} 2>&1"

@@ -167,8 +167,15 @@ def prepare(
     data_dir: str | Path,
     log=print,
     threads: int | None = None,
+    kind: str = "imagenette",
 ) -> dict:
     """Build the cache (a no-op when it exists); return what the train jobs need to read it."""
+    if kind == "cifar10":
+        from mptbench.cifar import prepare_cifar10  # cifar builds on this module
+
+        return prepare_cifar10(archive, dataset_name, image_size, data_dir, log=log)
+    if kind != "imagenette":
+        raise DatasetError(f"unknown dataset builder {kind!r} (allowed: imagenette, cifar10)")
     tfds = _tfds()
     started = time.monotonic()
     b = builder(archive, dataset_name, image_size, data_dir, threads)
@@ -203,6 +210,10 @@ def prepare(
 
 def load(info: dict, split: str, archive: str = ""):
     """The prepared split as a tf.data.Dataset of (uint8 image, label); reads only the cache."""
+    if info.get("builder") == "mptbench_cifar10":
+        from mptbench.cifar import load_cifar10  # cifar builds on this module
+
+        return load_cifar10(info, split)
     _tfds()
     b = builder(archive, info["dataset"], info["image_size"], info["data_dir"])
     return b, b.as_dataset(split=split, as_supervised=True, shuffle_files=False)

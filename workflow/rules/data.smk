@@ -15,7 +15,7 @@ rule make_fixture:
         fixture=lambda wildcards: json.dumps(DATASET.get("fixture") or {}),
     shell:
         "python workflow/scripts/make_fixture.py --archive {output.archive}"
-        " --options {params.fixture:q} > {log} 2>&1"
+        " --builder {params.builder} --options {params.fixture:q} > {log} 2>&1"
 
 
 rule download:
@@ -54,11 +54,12 @@ rule prepare:
     params:
         name=DATASET["name"],
         image_size=DATASET["image_size"],
+        builder=DATASET["builder"],
         data_dir=output_dir,
     shell:
         "python workflow/scripts/prepare.py --archive {input.archive} --name {params.name:q}"
         " --image-size {params.image_size} --data-dir {params.data_dir} --info {output.info}"
-        " --threads {threads}"
+        " --threads {threads} --builder {params.builder}"
         " > {log} 2>&1"
 
 

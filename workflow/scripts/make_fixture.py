@@ -15,7 +15,11 @@ parser.add_argument(
 )
 args = parser.parse_args()
 archive = Path(args.archive)
-made = make_imagenette_archive(archive, **json.loads(args.options))
+if args.builder == "cifar10":
+    from mptbench.cifar import make_cifar10_archive as make
+else:
+    make = make_imagenette_archive
+made = make(archive, **json.loads(args.options))
 Path(f"{archive}.sha256").write_text(f"{made['sha256']}  {archive.name}\n")
 print(
     f"wrote {archive}: {made['train']} train / {made['validation']} validation images, "

@@ -13,6 +13,7 @@ parser.add_argument("--name", required=True, help="dataset name (part of the cac
 parser.add_argument("--image-size", type=int, required=True)
 parser.add_argument("--data-dir", required=True)
 parser.add_argument("--threads", type=int, default=None, help="images decoded at once")
+parser.add_argument("--builder", default="imagenette", choices=["imagenette", "cifar10"])
 parser.add_argument("--info", required=True, help="JSON written when the cache is complete")
 args = parser.parse_args()
 try:
@@ -23,6 +24,7 @@ try:
         args.data_dir,
         log=lambda line: print(line, flush=True),
         threads=args.threads,
+        kind=args.builder,
     )
 except DatasetError as exc:
     print(f"error: {exc}", file=sys.stderr)

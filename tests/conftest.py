@@ -1,4 +1,4 @@
-"""Shared pytest fixtures: a loopback HTTP file server and a small Imagenette-layout archive."""
+"""Shared pytest fixtures: a loopback HTTP server, small archives, a prepared cache, MLflow."""
 
 from __future__ import annotations
 
@@ -20,3 +20,25 @@ def fixture_archive(tmp_path_factory) -> dict:
     """One small imagenette2-320.tgz (3 train and 1 val image per class, 40 px short side)."""
     path = tmp_path_factory.mktemp("imagenette") / "imagenette2-320.tgz"
     return make_imagenette_archive(path, train_per_class=3, val_per_class=1, short_side=40)
+
+
+@pytest.fixture(scope="session")
+def prepared32(tmp_path_factory) -> dict:
+    """A tfds cache of 32x32 images (4 train, 2 validation per class), as the prepare rule makes."""
+    from mptbench import dataset
+
+    root = tmp_path_factory.mktemp("prepared32")
+    made = make_imagenette_archive(
+        root / "a.tgz", train_per_class=4, val_per_class=2, short_side=40
+    )
+    return dataset.prepare(made["path"], "imagenette-test", 32, root / "tfds", log=lambda _: None)
+
+
+@pytest.fixture
+def tracking(tmp_path) -> dict:
+    """A fresh MLflow sqlite store with one experiment, as the tracking_init rule makes."""
+    from mptbench.tracking import init_experiment
+
+    return init_experiment(
+        f"sqlite:///{tmp_path / 'mlflow.db'}", "test", str(tmp_path / "artifacts")
+    )

@@ -76,7 +76,11 @@ def test_policy_subset_by_override():
 @pytest.mark.parametrize(
     ("experiment", "overrides", "message"),
     [
-        ("nope", None, "unknown experiment 'nope' (allowed: benchmark, smoke)"),
+        (
+            "nope",
+            None,
+            "unknown experiment 'nope' (allowed: benchmark, cifar_notebook, seed_blog, smoke)",
+        ),
         (
             None,
             ["policy=[float32,fp8]"],
@@ -126,3 +130,23 @@ def test_run_config_holds_only_its_own_cell():
     # Adding a batch size to the sweep leaves existing cells' settings unchanged.
     wider = compose_config(CONF, None, ["sweep.batch_sizes=[32,64,1024]"])
     assert run_config(wider, Cell("pypi", "cpu", "mixed_float16", 64)) == run
+
+
+@pytest.mark.parametrize(
+    ("experiment", "model", "dataset", "epochs"),
+    [
+        ("seed_blog", "seed_convnet", "imagenette2-320", 20),
+        ("cifar_notebook", "cifar_mlp", "cifar10", 50),
+    ],
+)
+def test_published_experiments_carry_their_model_dataset_and_epochs(
+    experiment, model, dataset, epochs
+):
+    cfg = compose_config(CONF, experiment)
+    assert (cfg["model"]["name"], cfg["dataset"]["name"], cfg["train"]["epochs"]) == (
+        model,
+        dataset,
+        epochs,
+    )
+    assert list(cfg["policy"]) == ["float32", "mixed_float16"]
+    assert cfg["train"]["warmup_epochs"] == 1 and cfg["train"]["validate"]

@@ -6,33 +6,12 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from mptbench import dataset
 from mptbench.config import Cell, compose_config, run_config
-from mptbench.fixtures import make_imagenette_archive
 from mptbench.timing import percentile, summarise
-from mptbench.tracking import init_experiment
 from mptbench.train import run_cell
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory):
-    root = tmp_path_factory.mktemp("train-data")
-    made = make_imagenette_archive(
-        root / "a.tgz", train_per_class=4, val_per_class=2, short_side=40
-    )
-    return dataset.prepare(
-        made["path"], "imagenette-train-test", 32, root / "tfds", log=lambda _: None
-    )
-
-
-@pytest.fixture
-def tracking(tmp_path):
-    return init_experiment(
-        f"sqlite:///{tmp_path / 'mlflow.db'}", "test", str(tmp_path / "artifacts")
-    )
 
 
 def _run(policy="float32", batch_size=8, **train):
@@ -43,9 +22,9 @@ def _run(policy="float32", batch_size=8, **train):
     return run
 
 
-def test_ok_cell_records_timing_epochs_and_one_mlflow_run(prepared, tracking):
+def test_ok_cell_records_timing_epochs_and_one_mlflow_run(prepared32, tracking):
     run = _run(epochs=2, steps_per_epoch=4, warmup_steps=2, timed_steps=6, min_timed_steps=3)
-    record = run_cell(run, prepared, tracking, log=lambda _: None)
+    record = run_cell(run, prepared32, tracking, log=lambda _: None)
     assert record["outcome"] == "ok" and record["reason"] is None
     assert record["timed_steps"] == 6  # 8 steps in all, the first 2 warm-up
     assert len(record["warmup_ms"]) == 2
@@ -67,20 +46,20 @@ def test_ok_cell_records_timing_epochs_and_one_mlflow_run(prepared, tracking):
     assert [m.step for m in client.get_metric_history(record["mlflow_run_id"], "loss")] == [1, 2]
 
     # A rerun of the same cell replaces its run: the store keeps one run per cell.
-    again = run_cell(run, prepared, tracking, log=lambda _: None)
+    again = run_cell(run, prepared32, tracking, log=lambda _: None)
     active = client.search_runs([tracking["experiment_id"]])
     assert [r.info.run_id for r in active] == [again["mlflow_run_id"]]
 
 
-def test_timed_steps_account_for_the_timed_wall_time(prepared, tracking):
+def test_timed_steps_account_for_the_timed_wall_time(prepared32, tracking):
     run = _run(batch_size=16, epochs=2, steps_per_epoch=6, warmup_steps=2, timed_steps=10)
-    record = run_cell(run, prepared, tracking, log=lambda _: None)
+    record = run_cell(run, prepared32, tracking, log=lambda _: None)
     assert record["timed_steps"] == 10
     # The timed steps span two epochs; validation between them is not counted as step time.
     assert record["timed_steps_s"] == pytest.approx(record["timed_wall_s"], rel=0.05)
 
 
-def test_time_budget_stops_after_the_minimum_steps(prepared, tracking):
+def test_time_budget_stops_after_the_minimum_steps(prepared32, tracking):
     run = _run(
         epochs=1,
         steps_per_epoch=50,
@@ -90,14 +69,14 @@ def test_time_budget_stops_after_the_minimum_steps(prepared, tracking):
         time_budget_s=1e-6,
         validate=False,
     )
-    record = run_cell(run, prepared, tracking, log=lambda _: None)
+    record = run_cell(run, prepared32, tracking, log=lambda _: None)
     assert record["outcome"] == "ok"
     assert record["timed_steps"] == 3
 
 
-def test_probe_marks_a_too_slow_cell_over_budget_without_training(prepared, tracking):
+def test_probe_marks_a_too_slow_cell_over_budget_without_training(prepared32, tracking):
     run = _run(batch_size=16, max_step_seconds=1e-6, probe_batch_size=2)
-    record = run_cell(run, prepared, tracking, log=lambda _: None)
+    record = run_cell(run, prepared32, tracking, log=lambda _: None)
     assert record["outcome"] == "over_budget"
     assert "train.max_step_seconds" in record["reason"]
     assert record["predicted_step_s"] > 0
@@ -106,10 +85,10 @@ def test_probe_marks_a_too_slow_cell_over_budget_without_training(prepared, trac
     assert tags["outcome"] == "over_budget"
 
 
-def test_exploding_loss_is_recorded_as_nonfinite(prepared, tracking):
+def test_exploding_loss_is_recorded_as_nonfinite(prepared32, tracking):
     run = _run(epochs=1, steps_per_epoch=6, warmup_steps=1, timed_steps=4, min_timed_steps=1)
     run["model"]["learning_rate"] = 1e38
-    record = run_cell(run, prepared, tracking, log=lambda _: None)
+    record = run_cell(run, prepared32, tracking, log=lambda _: None)
     assert record["outcome"] == "nonfinite"
     assert "loss became" in record["reason"]
 

@@ -87,8 +87,9 @@ def test_second_run_does_nothing(smoke):
 
 
 def test_data_target_stops_after_prepare(smoke):
+    # Targets go before --config: everything after it is read as config.
     dry = _snakemake(
-        smoke, "-n", "--config", "experiment=smoke", "overrides=[dataset.image_size=24]", "data"
+        smoke, "data", "-n", "--config", "experiment=smoke", "overrides=[dataset.image_size=24]"
     )
     assert dry.returncode == 0, dry.stderr
     out = dry.stdout + dry.stderr

@@ -1,1 +1,1 @@
-"""mptbench: does mixed-precision training speed up this model on this hardware and build, and why."""
+"""mptbench: does mixed-precision training speed up this model, hardware and build; and why."""

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 COMPUTE_DTYPES = ("float32", "float16", "bfloat16")
-MODEL_NAMES = ("seed_convnet",)
 DEVICE_PATTERN = re.compile(r"^(cpu|gpu\d+)$")
 
 # One path per run; its wildcards spell the grid cell. The aggregate step globs these.
@@ -158,10 +157,12 @@ def check_config(cfg: dict[str, Any]) -> None:
             )
     if not cfg.get("variant"):
         raise ConfigError("variant: no variant selected (e.g. variant=[pypi])")
-    if cfg["model"]["name"] not in MODEL_NAMES:
+    model = cfg["model"]
+    if not model.get("conv_layers") and not model.get("dense_layers"):
+        raise ConfigError(f"model {model['name']!r}: no conv_layers and no dense_layers")
+    if model["output_activation"] not in ("softmax", "sigmoid"):
         raise ConfigError(
-            f"model.name: unknown model {cfg['model']['name']!r} "
-            f"(allowed: {', '.join(MODEL_NAMES)})"
+            f"model.output_activation: {model['output_activation']!r} (allowed: softmax, sigmoid)"
         )
     dataset = cfg["dataset"]
     _positive_int(dataset["image_size"], "dataset.image_size", minimum=8)
@@ -184,6 +185,13 @@ def check_config(cfg: dict[str, Any]) -> None:
     if train["steps_per_epoch"] is not None:
         _positive_int(train["steps_per_epoch"], "train.steps_per_epoch")
     _positive_int(train["warmup_steps"], "train.warmup_steps", minimum=0)
+    _positive_int(train["warmup_epochs"], "train.warmup_epochs", minimum=0)
+    if train["warmup_epochs"] >= train["epochs"]:
+        raise ConfigError(
+            f"train.warmup_epochs: {train['warmup_epochs']} leaves none of the "
+            f"{train['epochs']} epochs to time"
+        )
+    _positive_int(train["synthetic_max_steps"], "train.synthetic_max_steps")
     _positive_int(train["min_timed_steps"], "train.min_timed_steps")
     if train["timed_steps"] is not None:
         _positive_int(train["timed_steps"], "train.timed_steps")
@@ -195,6 +203,8 @@ def check_config(cfg: dict[str, Any]) -> None:
     _optional_positive(train["time_budget_s"], "train.time_budget_s")
     _optional_positive(train["max_step_seconds"], "train.max_step_seconds")
     _positive_int(train["probe_batch_size"], "train.probe_batch_size")
+    if train["memory_limit_mb"] is not None:
+        _positive_int(train["memory_limit_mb"], "train.memory_limit_mb", minimum=256)
     if not str(cfg["tracking"].get("uri") or ""):
         raise ConfigError("tracking.uri: empty; give an MLflow tracking URI")
 

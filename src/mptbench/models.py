@@ -5,6 +5,34 @@ from __future__ import annotations
 from typing import Any
 
 
+def _layers(keras, model_cfg: dict[str, Any], input_shape, num_classes: int) -> list:
+    layers = [keras.Input(shape=input_shape)]
+    for conv in model_cfg.get("conv_layers") or []:
+        layers += [
+            keras.layers.Conv2D(
+                conv["filters"],
+                conv["kernel_size"],
+                strides=conv["strides"],
+                padding="same",
+                activation="relu",
+            ),
+            keras.layers.BatchNormalization(),
+        ]
+    if model_cfg.get("conv_layers"):
+        layers.append(keras.layers.GlobalAveragePooling2D())
+    else:
+        layers.append(keras.layers.Flatten())
+    for units in model_cfg.get("dense_layers") or []:
+        layers.append(keras.layers.Dense(units, activation="relu"))
+    layers += [
+        keras.layers.Dense(num_classes),
+        # The output activation in float32: float16 probabilities near 0 and 1 lose the
+        # precision the loss needs (all three published models do this).
+        keras.layers.Activation(model_cfg["output_activation"], dtype="float32"),
+    ]
+    return layers
+
+
 def build_model(
     model_cfg: dict[str, Any],
     input_shape: tuple[int, ...],
@@ -16,27 +44,9 @@ def build_model(
     import keras
 
     keras.mixed_precision.set_global_policy(policy)
-    if model_cfg["name"] != "seed_convnet":
-        raise ValueError(f"unknown model {model_cfg['name']!r}")
-    layers = [keras.Input(shape=input_shape)]
-    for conv in model_cfg["conv_layers"]:
-        layers += [
-            keras.layers.Conv2D(
-                conv["filters"],
-                conv["kernel_size"],
-                strides=conv["strides"],
-                padding="same",
-                activation="relu",
-            ),
-            keras.layers.BatchNormalization(),
-        ]
-    layers += [
-        keras.layers.GlobalAveragePooling2D(),
-        keras.layers.Dense(num_classes),
-        # Softmax in float32: float16 probabilities near 0 and 1 lose the loss's precision.
-        keras.layers.Activation("softmax", dtype="float32"),
-    ]
-    model = keras.Sequential(layers, name=model_cfg["name"])
+    model = keras.Sequential(
+        _layers(keras, model_cfg, input_shape, num_classes), name=model_cfg["name"]
+    )
     optimizer = keras.optimizers.get(
         {
             "class_name": model_cfg["optimizer"],
@@ -47,3 +57,8 @@ def build_model(
         optimizer=optimizer, loss=model_cfg["loss"], metrics=["accuracy"], jit_compile=jit_compile
     )
     return model
+
+
+def one_hot_labels(model_cfg: dict[str, Any]) -> bool:
+    """categorical_crossentropy wants one-hot labels; the sparse losses take class indices."""
+    return model_cfg["loss"] in ("categorical_crossentropy", "binary_crossentropy")

@@ -13,6 +13,8 @@ from typing import Any
 
 import pandas as pd
 
+from mptbench.diagnosis import why
+
 # The published CPU figures (2020): seconds per step at batch size 32, one epoch, float32,
 # TensorFlow's PyPI wheel against a source build with AVX2/FMA enabled.
 PUBLISHED_CPU_S_PER_STEP = {"PyPI wheel": 321, "source build with AVX2/FMA": 304}
@@ -50,6 +52,17 @@ SUMMARY_COLUMNS = [
     "images_per_sec",
     "timed_steps",
     "speedup_vs_float32",
+    "synthetic_ms_per_step",
+    "input_bound_ratio",
+    "flops_per_step",
+    "achieved_tflops",
+    "peak_tflops",
+    "mfu",
+    "matmul_peak_vs_float32",
+    "conv_peak_vs_float32",
+    "onednn",
+    "xla",
+    "tf_unused_cpu_instructions",
     "final_val_accuracy",
     "predicted_step_s",
     "duration_s",
@@ -71,6 +84,14 @@ NUMERIC_COLUMNS = [
     "final_val_accuracy",
     "predicted_step_s",
     "duration_s",
+    "synthetic_ms_per_step",
+    "input_bound_ratio",
+    "flops_per_step",
+    "achieved_tflops",
+    "peak_tflops",
+    "mfu",
+    "matmul_peak_vs_float32",
+    "conv_peak_vs_float32",
 ]
 
 
@@ -146,19 +167,54 @@ def add_speedup(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return out.drop(columns="_float32_ms")
 
 
-def summarise(records: list[dict[str, Any]]) -> pd.DataFrame:
+def load_calibrations(paths: list[str | Path]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The calibrate rule's peaks, keyed by (variant, device)."""
+    peaks = {}
+    for path in paths:
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ReportError(f"{path}: unreadable calibration ({exc})") from None
+        peaks[(str(data.get("variant")), str(data.get("device")))] = data
+    return peaks
+
+
+def _peaks(calibration: dict[str, Any] | None, policy: str) -> dict[str, Any]:
+    """The measured peak for the policy's compute dtype, and how it compares with float32."""
+    if not calibration:
+        return {}
+    dtype = POLICY_DTYPE.get(policy, "float32")
+    return {
+        "peak_tflops": ((calibration.get("matmul") or {}).get(dtype) or {}).get("tflops"),
+        "matmul_peak_vs_float32": (calibration.get("matmul_vs_float32") or {}).get(dtype),
+        "conv_peak_vs_float32": (calibration.get("conv_vs_float32") or {}).get(dtype),
+    }
+
+
+def summarise(
+    records: list[dict[str, Any]], calibrations: dict[tuple[str, str], dict] | None = None
+) -> pd.DataFrame:
     """One row per record, the columns of summary.csv, sorted by variant, device, policy, batch."""
     rows = []
     for record in records:
         fp = record.get("fingerprint") or {}
         row = {k: record.get(k) for k in SUMMARY_COLUMNS}
+        variant = record.get("variant") or "default"
         row.update(
             _hardware(record),
             tensorflow=fp.get("tensorflow"),
             keras=fp.get("keras"),
             host=fp.get("host"),
-            variant=record.get("variant") or "default",
+            variant=variant,
+            onednn=fp.get("onednn"),
+            xla=fp.get("xla"),
+            tf_unused_cpu_instructions=" ".join(fp.get("tf_unused_cpu_instructions") or []) or None,
         )
+        row.update(
+            _peaks((calibrations or {}).get((variant, str(record["device"]))), record["policy"])
+        )
+        if row.get("peak_tflops") and row.get("achieved_tflops"):
+            row["mfu"] = row["achieved_tflops"] / row["peak_tflops"]
         rows.append(row)
     df = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
     for column in NUMERIC_COLUMNS:
@@ -237,8 +293,10 @@ def diagnose(rows: pd.DataFrame) -> list[str]:
             continue
         speedups = speedup_range(rows, policy)
         if speedups.empty:
-            why = "float32 and it never both ran ok" if has_float32 else "no float32 run to compare"
-            sentences.append(f"{policy}: no speedup to report ({why} at any batch size).")
+            missing = (
+                "float32 and it never both ran ok" if has_float32 else "no float32 run to compare"
+            )
+            sentences.append(f"{policy}: no speedup to report ({missing} at any batch size).")
             continue
         median = speedups.median()
         verdict = "faster than" if median > 1 else "slower than" if median < 1 else "as fast as"
@@ -258,9 +316,9 @@ def diagnose(rows: pd.DataFrame) -> list[str]:
         fast = True if fast is None or pd.isna(fast) else bool(fast)
         if median < 1 and not fast and on_cpu:
             sentences.append(
-                f"This CPU has no fast {dtype} math, and {policy} ran slower than float32 as "
-                "TensorFlow's mixed-precision guide warns: mixed precision speeds up only recent "
-                "NVIDIA GPUs, TPUs and Intel CPUs with AMX, and CPUs without AMX run it slower."
+                f"This CPU gives TensorFlow no fast {dtype} math, and {policy} ran slower than "
+                "float32, as TensorFlow's mixed-precision guide warns for CPUs: on a CPU only "
+                "AMX (bfloat16, and float16 with AMX-FP16) speeds mixed precision up."
             )
         elif median < 1 and not fast:
             sentences.append(
@@ -273,6 +331,7 @@ def diagnose(rows: pd.DataFrame) -> list[str]:
             cells = "; ".join(f"{p} at batch {_batches(g)}" for p, g in hit.groupby("policy"))
             word = OUTCOME_WORDS[outcome]
             sentences.append(f"{word[0].upper()}{word[1:]}: {cells}.")
+    sentences += why(rows)
     f32_oom = set(rows[(rows["policy"] == "float32") & (rows["outcome"] == "oom")]["batch_size"])
     for policy in policies(rows):
         fit = rows[
@@ -329,7 +388,10 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 
 def write_report(
-    runs: str | Path | list[str | Path], summary_path: str | Path, html_path: str | Path
+    runs: str | Path | list[str | Path],
+    summary_path: str | Path,
+    html_path: str | Path,
+    calibrations: list[str | Path] = (),
 ) -> pd.DataFrame:
     """Read the run records; write summary.csv, index.html and its plots; return the summary.
 
@@ -338,7 +400,7 @@ def write_report(
     # report_html builds on this module's tables, so it is imported here, not at the top.
     from mptbench.report_html import render_html, render_plots
 
-    summary = summarise(load_records(runs))
+    summary = summarise(load_records(runs), load_calibrations(list(calibrations)))
     published = load_published()
     html_path = Path(html_path)
     plots = render_plots(summary, published)
@@ -361,11 +423,12 @@ def main(argv: list[str] | None = None) -> int:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--runs", help="folder of run records (*.json, searched recursively)")
     source.add_argument("--records", nargs="+", help="the run records to report, exactly these")
+    parser.add_argument("--calibration", nargs="*", default=[], help="calibrate rule outputs")
     parser.add_argument("--summary", required=True, help="summary.csv to write")
     parser.add_argument("--html", required=True, help="index.html to write; plots go beside it")
     args = parser.parse_args(argv)
     try:
-        write_report(args.records or args.runs, args.summary, args.html)
+        write_report(args.records or args.runs, args.summary, args.html, args.calibration)
     except ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

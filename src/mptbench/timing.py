@@ -9,7 +9,11 @@ from typing import Any
 
 
 def make_step_timer(
-    warmup_steps: int, timed_steps: int | None, min_timed_steps: int, time_budget_s: float | None
+    warmup_steps: int,
+    timed_steps: int | None,
+    min_timed_steps: int,
+    time_budget_s: float | None,
+    warmup_epochs: int = 0,
 ):
     """A Keras callback (built lazily: importing Keras costs seconds)."""
     import keras
@@ -33,8 +37,10 @@ def make_step_timer(
             self.epochs: list[dict[str, Any]] = []
             self.nonfinite: tuple[int, float] | None = None
             self._t0 = self._epoch_t0 = 0.0
+            self._epoch = 0
 
         def on_epoch_begin(self, epoch, logs=None):
+            self._epoch = epoch
             self._epoch_t0 = time.perf_counter()
 
         def on_epoch_end(self, epoch, logs=None):
@@ -52,7 +58,7 @@ def make_step_timer(
             loss = float((logs or {}).get("loss", 0.0))  # reading it back waits for the device
             now = time.perf_counter()
             self.step += 1
-            if self.step <= warmup_steps:
+            if self.step <= warmup_steps or self._epoch < warmup_epochs:
                 self.warmup_seconds.append(now - self._t0)
             else:
                 if self._segment_start is None:

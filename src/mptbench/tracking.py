@@ -15,7 +15,9 @@ def _mlflow(uri: str):
     return mlflow
 
 
-def init_experiment(uri: str, name: str, artifact_root: str | None) -> dict[str, Any]:
+def init_experiment(
+    uri: str, name: str, artifact_root: str | None, system_metrics: bool = True
+) -> dict[str, Any]:
     """Create (or find) the experiment. Run once, before any train job: a fresh sqlite store
     created by several processes at once races on its schema."""
     mlflow = _mlflow(uri)
@@ -30,7 +32,12 @@ def init_experiment(uri: str, name: str, artifact_root: str | None) -> dict[str,
         if experiment.lifecycle_stage == "deleted":
             client.restore_experiment(experiment.experiment_id)
         experiment_id = experiment.experiment_id
-    return {"tracking_uri": uri, "experiment_name": name, "experiment_id": experiment_id}
+    return {
+        "tracking_uri": uri,
+        "experiment_name": name,
+        "experiment_id": experiment_id,
+        "system_metrics": system_metrics,
+    }
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -50,6 +57,7 @@ class CellRun:
 
     def __init__(self, tracking: dict[str, Any], cell_label: str, run_name: str):
         self.mlflow = _mlflow(tracking["tracking_uri"])
+        self.system_metrics = bool(tracking.get("system_metrics"))
         self.client = self.mlflow.MlflowClient()
         self.experiment_id = tracking["experiment_id"]
         self.cell_label = cell_label
@@ -60,10 +68,15 @@ class CellRun:
         earlier = self.client.search_runs(
             [self.experiment_id], filter_string=f"tags.`mptbench.cell` = '{self.cell_label}'"
         )
+        if self.system_metrics:
+            # CPU/GPU utilisation and memory beside the run (system/* metrics; GPUs via pynvml).
+            self.mlflow.set_system_metrics_sampling_interval(2)
+            self.mlflow.set_system_metrics_samples_before_logging(1)
         self.run = self.mlflow.start_run(
             experiment_id=self.experiment_id,
             run_name=self.run_name,
             tags={"mptbench.cell": self.cell_label},
+            log_system_metrics=self.system_metrics,
         )
         for old in earlier:
             self.client.delete_run(old.info.run_id)
@@ -78,6 +91,11 @@ class CellRun:
         items = list(flat.items())
         for i in range(0, len(items), 90):
             self.mlflow.log_params(dict(items[i : i + 90]))
+
+    def log_fingerprint(self, fingerprint: dict[str, Any]) -> None:
+        """The hardware and build facts as tags (searchable: tags.`fp.cpu.model` = '...')."""
+        tags = {k: str(v)[:5000] for k, v in flatten(fingerprint, "fp").items() if v is not None}
+        self.mlflow.set_tags(tags)
 
     def log_epochs(self, epochs: list[dict[str, Any]]) -> None:
         for entry in epochs:
@@ -94,3 +112,11 @@ class CellRun:
     def __exit__(self, exc_type, exc, tb):
         self.mlflow.end_run(status="FINISHED" if exc_type is None else "FAILED")
         return False
+
+
+def close_killed_run(uri: str, run_id: str, reason: str) -> None:
+    """Mark the MLflow run of a trainer that was killed: outcome oom, status KILLED."""
+    client = _mlflow(uri).MlflowClient()
+    client.set_tag(run_id, "outcome", "oom")
+    client.set_tag(run_id, "reason", reason)
+    client.set_terminated(run_id, status="KILLED")

@@ -18,7 +18,8 @@ from typing import Any
 
 from mptbench import dataset, timing
 from mptbench.fingerprint import fingerprint
-from mptbench.models import build_model
+from mptbench.flops import training_flops_per_step
+from mptbench.models import build_model, one_hot_labels
 from mptbench.tracking import CellRun
 
 
@@ -30,9 +31,19 @@ def shuffle_buffer(rule: Any, train_examples: int, batch_size: int) -> int:
 
 
 def input_pipeline(
-    tf, info: dict, split: str, batch_size: int, input_cfg: dict, seed: int, training: bool
+    tf,
+    info: dict,
+    split: str,
+    batch_size: int,
+    input_cfg: dict,
+    seed: int,
+    training: bool,
+    one_hot_classes: int = 0,
 ):
-    """tf.data from the prepared cache: [0,1] floats, shuffled, batched, prefetched."""
+    """tf.data from the prepared cache: [0,1] floats, shuffled, batched, prefetched.
+
+    Labels stay class indices, or become one-hot vectors of `one_hot_classes` entries.
+    """
     _, ds = dataset.load(info, split)
     if input_cfg["cache"] == "memory":
         ds = ds.cache()  # uint8 after resizing: a quarter of the memory float32 would take
@@ -40,9 +51,13 @@ def input_pipeline(
         buffer = shuffle_buffer(input_cfg["shuffle_buffer"], info["splits"][split], batch_size)
         ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True).repeat()
     ds = ds.batch(batch_size, drop_remainder=training)
-    ds = ds.map(
-        lambda x, y: (tf.cast(x, tf.float32) / 255.0, y), num_parallel_calls=tf.data.AUTOTUNE
-    )
+
+    def scale(x, y):
+        return tf.cast(x, tf.float32) / 255.0, tf.one_hot(
+            y, one_hot_classes
+        ) if one_hot_classes else y
+
+    ds = ds.map(scale, num_parallel_calls=tf.data.AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = bool(input_cfg["deterministic"])
     return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
@@ -64,6 +79,8 @@ def probe_step_seconds(tf, run: dict, input_shape, num_classes: int) -> tuple[fl
     )
     x = tf.random.uniform((probe_bs, *input_shape), seed=run["seed"])
     y = tf.zeros((probe_bs,), dtype=tf.int64)
+    if one_hot_labels(run["model"]):
+        y = tf.one_hot(y, num_classes)
     model.train_on_batch(x, y)  # traces and compiles
     started = time.perf_counter()
     model.train_on_batch(x, y)
@@ -82,8 +99,70 @@ def classify_error(tf, exc: BaseException) -> tuple[str, str] | None:
     return None
 
 
-def run_cell(run: dict, prepared: dict, tracking: dict, log=print) -> dict[str, Any]:
-    """Train one cell and return its record (the caller writes it)."""
+def _timer(train_cfg: dict, timed_steps: int | None = None, warmup_epochs: int | None = None):
+    return timing.make_step_timer(
+        train_cfg["warmup_steps"],
+        timed_steps if timed_steps is not None else train_cfg["timed_steps"],
+        train_cfg["min_timed_steps"],
+        train_cfg["time_budget_s"],
+        train_cfg["warmup_epochs"] if warmup_epochs is None else warmup_epochs,
+    )
+
+
+def synthetic_twin(
+    tf, model, run: dict, input_shape, num_classes: int, batch_size: int, timed_steps: int
+) -> dict:
+    """The same model, policy and batch on random tensors already in memory.
+
+    Its ms/step is the step time with no input pipeline at all, so the ratio to it tells an
+    input bottleneck (well above 1) from compute (about 1). It times as many steps as the
+    real run did, after the same warm-up.
+    """
+    x = tf.random.uniform((batch_size, *input_shape), seed=run["seed"])
+    y = tf.random.uniform((batch_size,), maxval=num_classes, dtype=tf.int64, seed=run["seed"])
+    if one_hot_labels(run["model"]):
+        y = tf.one_hot(y, num_classes)
+    data = tf.data.Dataset.from_tensors((x, y)).repeat()
+    timed_steps = min(timed_steps, run["train"]["synthetic_max_steps"])
+    # The model is warm already; a few steps let the new input's function trace settle.
+    warmup = max(2, run["train"]["warmup_steps"])
+    timer = timing.make_step_timer(warmup, timed_steps, 1, run["train"]["time_budget_s"])
+    steps = warmup + timed_steps
+    model.fit(data, epochs=1, steps_per_epoch=steps, callbacks=[timer], verbose=0, shuffle=False)
+    summary = timing.summarise(timer.step_seconds, batch_size, timer.timed_wall_s)
+    return {
+        "synthetic_ms_per_step": summary.get("ms_per_step"),
+        "synthetic_timed_steps": summary.get("timed_steps"),
+    }
+
+
+def _efficiency(record: dict, model, calibration: dict | None, compute_dtype: str) -> None:
+    """FLOPs per step, achieved TFLOP/s and MFU against the device's measured peak."""
+    flops = training_flops_per_step(model, record["batch_size"])
+    record["flops_per_step"] = flops
+    if record.get("ms_per_step"):
+        record["achieved_tflops"] = flops / (record["ms_per_step"] / 1000) / 1e12
+        peak = ((calibration or {}).get("matmul") or {}).get(compute_dtype, {}).get("tflops")
+        if peak:
+            record["peak_tflops"] = peak
+            record["mfu"] = record["achieved_tflops"] / peak
+
+
+def run_cell(
+    run: dict,
+    prepared: dict,
+    tracking: dict,
+    log=print,
+    startup: dict | None = None,
+    calibration: dict | None = None,
+    on_start=None,
+) -> dict[str, Any]:
+    """Train one cell and return its record (the caller writes it).
+
+    `startup` holds what TensorFlow's start-up log said (cell.import_tensorflow);
+    `calibration` the device's measured peaks; `on_start(record)` is called once the MLflow
+    run exists, so a supervisor can close it if this process is killed.
+    """
     import keras
     import tensorflow as tf
 
@@ -109,13 +188,18 @@ def run_cell(run: dict, prepared: dict, tracking: dict, log=print) -> dict[str, 
         "reason": None,
         "warmup_steps": train_cfg["warmup_steps"],
         "started_at": started_at,
-        "fingerprint": fingerprint(tf, keras, cell["device"]),
+        "fingerprint": fingerprint(tf, keras, cell["device"]) | (startup or {}),
     }
+    if calibration:
+        record["calibration"] = calibration
     label = f"{cell['variant']}/{cell['device']}/{policy}/bs{batch_size}"
     with CellRun(tracking, label, run_name=f"{run['name']}:{label}") as mlrun:
         mlrun.log_params({k: v for k, v in run.items() if k != "cell"} | {"cell": cell})
+        mlrun.log_fingerprint(record["fingerprint"])
         record.update(mlflow_run_id=mlrun.run_id, mlflow_experiment_id=tracking["experiment_id"])
-        timer = None
+        if on_start:
+            on_start(record)
+        timer = model = None
         try:
             if train_cfg["max_step_seconds"] and batch_size > train_cfg["probe_batch_size"]:
                 probe_s, probe_bs = probe_step_seconds(tf, run, input_shape, num_classes)
@@ -140,29 +224,25 @@ def run_cell(run: dict, prepared: dict, tracking: dict, log=print) -> dict[str, 
                     policy,
                     jit_setting(run["variant"]["jit_compile"]),
                 )
+                record["fingerprint"]["xla"] = bool(model.jit_compile)
+                one_hot = num_classes if one_hot_labels(run["model"]) else 0
+                pipeline = {
+                    "input_cfg": run["dataset"]["input"],
+                    "seed": run["seed"],
+                    "one_hot_classes": one_hot,
+                }
                 train_ds = input_pipeline(
-                    tf, prepared, "train", batch_size, run["dataset"]["input"], run["seed"], True
+                    tf, prepared, "train", batch_size, training=True, **pipeline
                 )
                 val_ds = None
                 if train_cfg["validate"]:
                     val_ds = input_pipeline(
-                        tf,
-                        prepared,
-                        "validation",
-                        batch_size,
-                        run["dataset"]["input"],
-                        run["seed"],
-                        False,
+                        tf, prepared, "validation", batch_size, training=False, **pipeline
                     )
                 steps = train_cfg["steps_per_epoch"] or max(
                     1, prepared["splits"]["train"] // batch_size
                 )
-                timer = timing.make_step_timer(
-                    train_cfg["warmup_steps"],
-                    train_cfg["timed_steps"],
-                    train_cfg["min_timed_steps"],
-                    train_cfg["time_budget_s"],
-                )
+                timer = _timer(train_cfg)
                 model.fit(
                     train_ds,
                     epochs=train_cfg["epochs"],
@@ -186,6 +266,26 @@ def run_cell(run: dict, prepared: dict, tracking: dict, log=print) -> dict[str, 
                     )
                 else:
                     record["outcome"] = "ok"
+                    record.update(
+                        timing.summarise(timer.step_seconds, batch_size, timer.timed_wall_s)
+                    )
+                    if train_cfg["synthetic_twin"]:
+                        log("synthetic twin: the same steps on in-memory random data")
+                        twin = synthetic_twin(
+                            tf,
+                            model,
+                            run,
+                            input_shape,
+                            num_classes,
+                            batch_size,
+                            len(timer.step_seconds),
+                        )
+                        record.update(twin)
+                        if twin["synthetic_ms_per_step"]:
+                            record["input_bound_ratio"] = (
+                                record["ms_per_step"] / twin["synthetic_ms_per_step"]
+                            )
+                    _efficiency(record, model, calibration, run["policy"]["compute_dtype"])
         except Exception as exc:  # noqa: BLE001 - classified below, re-raised when unknown
             outcome = classify_error(tf, exc)
             if outcome is None:
@@ -193,27 +293,15 @@ def run_cell(run: dict, prepared: dict, tracking: dict, log=print) -> dict[str, 
             record["outcome"], record["reason"] = outcome
             log(f"{record['outcome']}: {record['reason']}")
         if timer is not None:
-            wall = timer.timed_wall_s if timer.step_seconds else None
-            record.update(timing.summarise(timer.step_seconds, batch_size, wall))
+            if record["outcome"] != "ok":
+                record.update(timing.summarise(timer.step_seconds, batch_size, timer.timed_wall_s))
             record["warmup_ms"] = [1000 * s for s in timer.warmup_seconds]
             record["epochs"] = timer.epochs
             vals = [e["val_accuracy"] for e in timer.epochs if "val_accuracy" in e]
             record["final_val_accuracy"] = vals[-1] if vals else None
             mlrun.log_epochs(timer.epochs)
         record["duration_s"] = time.monotonic() - t_start
-        metrics = {
-            k: record.get(k)
-            for k in (
-                "ms_per_step",
-                "ms_per_step_p10",
-                "ms_per_step_p90",
-                "images_per_sec",
-                "timed_steps",
-                "final_val_accuracy",
-                "predicted_step_s",
-                "duration_s",
-            )
-        }
+        metrics = {k: record.get(k) for k in RECORD_METRICS}
         metrics = {
             k: v for k, v in metrics.items() if isinstance(v, int | float) and math.isfinite(v)
         }
@@ -221,3 +309,21 @@ def run_cell(run: dict, prepared: dict, tracking: dict, log=print) -> dict[str, 
             metrics, {"outcome": record["outcome"], "reason": record["reason"] or ""}, record
         )
     return record
+
+
+# Record fields also logged as MLflow metrics.
+RECORD_METRICS = (
+    "ms_per_step",
+    "ms_per_step_p10",
+    "ms_per_step_p90",
+    "images_per_sec",
+    "timed_steps",
+    "synthetic_ms_per_step",
+    "input_bound_ratio",
+    "flops_per_step",
+    "achieved_tflops",
+    "mfu",
+    "final_val_accuracy",
+    "predicted_step_s",
+    "duration_s",
+)

@@ -46,6 +46,10 @@ REPORT = {
     ],
 }
 RECORDS = [RUN_RECORD.format(**cell.wildcards(EXPERIMENT)) for cell in CELLS]
+CALIBRATION = "results/calibration/{variant}/{device}.json"
+CALIBRATIONS = sorted(
+    {CALIBRATION.format(variant=cell.variant, device=cell.device) for cell in CELLS}
+)
 
 # Timing jobs never share a device: each device is a resource of capacity 1 (unless the
 # command line or a profile sets it), and a CPU cell also takes every core Snakemake has.
@@ -76,6 +80,14 @@ def cell_of(wildcards):
 
 def train_run_json(wildcards):
     return json.dumps(run_config(CFG, cell_of(wildcards)), sort_keys=True)
+
+
+def variant_json(wildcards):
+    return json.dumps({"name": wildcards.variant, **CFG["variant"][wildcards.variant]})
+
+
+def calibrate_settings_json(wildcards):
+    return json.dumps(_device_settings(wildcards)["calibrate"])
 
 
 def train_python(wildcards):
@@ -127,3 +139,7 @@ def local_inputs(*sources):
 def output_dir(wildcards, output):
     """The folder of a rule's first output (a param derived from it, not a second literal)."""
     return str(Path(output[0]).parent)
+
+
+def fixture_options(wildcards):
+    return json.dumps(DATASET.get("fixture") or {})

@@ -4,6 +4,7 @@
 rule aggregate:
     input:
         records=RECORDS,
+        calibrations=CALIBRATIONS,
     output:
         summary=REPORT["summary"],
         html=REPORT["html"],
@@ -15,4 +16,4 @@ rule aggregate:
         "../../envs/mptbench.yaml"
     shell:
         "python workflow/scripts/aggregate.py --records {input.records} --summary {output.summary}"
-        " --html {output.html} > {log} 2>&1"
+        " --calibration {input.calibrations} --html {output.html} > {log} 2>&1"

@@ -14,9 +14,11 @@ rule tracking_init:
         uri=CFG["tracking"]["uri"],
         artifact_root=CFG["tracking"]["artifact_root"] or "",
         name=EXPERIMENT,
+        system_metrics=str(CFG["tracking"]["system_metrics"]).lower(),
     shell:
         "python workflow/scripts/init_tracking.py --uri {params.uri:q} --name {params.name:q}"
-        " --artifact-root={params.artifact_root:q} --output {output} > {log} 2>&1"
+        " --artifact-root={params.artifact_root:q} --system-metrics {params.system_metrics}"
+        " --output {output} > {log} 2>&1"
 
 
 rule train:
@@ -41,3 +43,27 @@ rule train:
     shell:
         "{params.python} workflow/scripts/train.py --run {params.run:q} --prepared {input.prepared}"
         " --tracking {input.tracking} --record {output.record} > {log} 2>&1"
+
+
+rule calibrate:
+    # The device's measured peak per dtype, with the variant's TensorFlow and settings.
+    output:
+        CALIBRATION,
+    log:
+        "results/calibration/{variant}/{device}.log",
+    conda:
+        "../../envs/mptbench.yaml"
+    threads: train_threads
+    resources:
+        **TIMING_SLOTS,
+        mem_mb=train_mem_mb,
+        runtime=30,
+        gpu=train_gpus,
+    params:
+        variant=variant_json,
+        settings=calibrate_settings_json,
+        python=train_python,
+    shell:
+        "{params.python} workflow/scripts/calibrate.py --device {wildcards.device}"
+        " --variant {params.variant:q} --settings {params.settings:q} --output {output}"
+        " > {log} 2>&1"

@@ -7,6 +7,7 @@ min_version("9.0")
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
+include: "workflow/rules/variants.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/report.smk"
 

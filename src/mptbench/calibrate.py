@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 from mptbench.dataset import write_json
 
@@ -38,9 +39,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", required=True, help="cpu, gpu0, gpu1, ...")
     parser.add_argument("--variant", required=True, help="the variant's config (JSON)")
     parser.add_argument("--settings", required=True, help="sizes and duration (JSON)")
+    parser.add_argument("--env", default=None, help="the variant_env rule's manifest")
     parser.add_argument("--output", required=True)
     args = parser.parse_args(argv)
     variant = json.loads(args.variant)
+    if args.env:
+        python = json.loads(Path(args.env).read_text())["python"]
+        if Path(python).resolve() != Path(sys.executable).resolve():
+            # Measure with the variant's own TensorFlow: start again in its interpreter.
+            os.environ["PYTHONPATH"] = os.pathsep.join(
+                p
+                for p in (str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH"))
+                if p
+            )
+            argv = sys.argv[1:] if argv is None else argv
+            os.execv(python, [python, "-m", "mptbench.calibrate", *argv])
     # Before TensorFlow starts: the device it may see, and the variant's settings.
     os.environ["CUDA_VISIBLE_DEVICES"] = "" if args.device == "cpu" else args.device[3:]
     os.environ.update({str(k): str(v) for k, v in (variant.get("env") or {}).items()})

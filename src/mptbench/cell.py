@@ -87,12 +87,32 @@ def _watch(child: subprocess.Popen, limit_mb: int | None) -> tuple[int, str | No
     return child.returncode, None
 
 
-def supervise(run: dict, prepared: str, tracking: str, record: str, calibration: str | None) -> int:
+def installed_variant(env_manifest: str | None) -> tuple[str, dict]:
+    """The variant environment's interpreter, and what to record of its TensorFlow."""
+    if not env_manifest:
+        return sys.executable, {}
+    manifest = json.loads(Path(env_manifest).read_text())
+    keep = (
+        "wheel",
+        "wheel_sha256",
+        "tensorflow",
+        "verified",
+        "warning",
+        "tf_unused_cpu_instructions",
+    )
+    return manifest["python"], {k: manifest.get(k) for k in keep}
+
+
+def supervise(
+    run: dict, prepared: str, tracking: str, record: str, env_manifest: str | None = None
+) -> int:
     """Run the trainer in a child; record `oom` when it is killed. Returns the exit code."""
     state = Path(record).with_name(Path(record).name + ".state")
     state.unlink(missing_ok=True)
+    python, installed = installed_variant(env_manifest)
+    run = dict(run, variant=dict(run["variant"], installed=installed))
     command = [
-        sys.executable,
+        python,
         "-m",
         "mptbench.cell",
         "--child",
@@ -107,8 +127,6 @@ def supervise(run: dict, prepared: str, tracking: str, record: str, calibration:
         "--state",
         str(state),
     ]
-    if calibration:
-        command += ["--calibration", calibration]
     device = run["device"]["name"]
     env = dict(os.environ)
     # Before TensorFlow starts: the device it may see, and the variant's settings.
@@ -157,7 +175,6 @@ def child_main(args: argparse.Namespace) -> int:
 
     prepared = json.loads(Path(args.prepared).read_text())
     tracking = json.loads(Path(args.tracking).read_text())
-    calibration = json.loads(Path(args.calibration).read_text()) if args.calibration else None
 
     def on_start(record: dict) -> None:
         # What the supervisor needs if this process is killed from here on.
@@ -169,7 +186,6 @@ def child_main(args: argparse.Namespace) -> int:
         tracking,
         log=lambda line: print(line, flush=True),
         startup=startup,
-        calibration=calibration,
         on_start=on_start,
     )
     record["config"] = run
@@ -188,7 +204,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--prepared", required=True, help="the prepare rule's JSON")
     parser.add_argument("--tracking", required=True, help="the tracking_init rule's JSON")
-    parser.add_argument("--calibration", default=None, help="the calibrate rule's JSON (peaks)")
+    parser.add_argument("--env", default=None, help="the variant_env rule's manifest")
     parser.add_argument("--record", required=True)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--state", default=None, help=argparse.SUPPRESS)
@@ -199,9 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child:
         return child_main(args)
-    return supervise(
-        json.loads(args.run), args.prepared, args.tracking, args.record, args.calibration
-    )
+    return supervise(json.loads(args.run), args.prepared, args.tracking, args.record, args.env)
 
 
 if __name__ == "__main__":

@@ -63,6 +63,9 @@ SUMMARY_COLUMNS = [
     "onednn",
     "xla",
     "tf_unused_cpu_instructions",
+    "wheel",
+    "wheel_sha256",
+    "build_warning",
     "final_val_accuracy",
     "predicted_step_s",
     "duration_s",
@@ -209,6 +212,12 @@ def summarise(
             onednn=fp.get("onednn"),
             xla=fp.get("xla"),
             tf_unused_cpu_instructions=" ".join(fp.get("tf_unused_cpu_instructions") or []) or None,
+        )
+        installed = ((record.get("config") or {}).get("variant") or {}).get("installed") or {}
+        row.update(
+            wheel=installed.get("wheel"),
+            wheel_sha256=installed.get("wheel_sha256"),
+            build_warning=installed.get("warning"),
         )
         row.update(
             _peaks((calibrations or {}).get((variant, str(record["device"]))), record["policy"])

@@ -24,6 +24,7 @@ from mptbench.report import (  # noqa: E402
     groups,
     policies,
 )
+from mptbench.report_variants import variants_section  # noqa: E402
 
 PLOT = "ms_per_step.png"
 PUBLISHED_PLOT = "published_ms_per_step.png"
@@ -200,6 +201,7 @@ def render_html(summary: pd.DataFrame, published: pd.DataFrame, plots: list[str]
         parts.append(f"<h2>{escape(variant)} · {escape(device)}: {escape(label)}</h2>")
         parts.append(policy_table(rows))
         parts.append("<p><b>Diagnosis.</b> " + " ".join(escape(s) for s in diagnose(rows)) + "</p>")
+    parts.append(variants_section(summary))
     parts += ["<h2>Final validation accuracy</h2>", accuracy_section(summary)]
     parts.append(published_section(summary, published))
     parts.append("<h2>ms/step against batch size</h2>")

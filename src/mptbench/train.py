@@ -136,16 +136,12 @@ def synthetic_twin(
     }
 
 
-def _efficiency(record: dict, model, calibration: dict | None, compute_dtype: str) -> None:
-    """FLOPs per step, achieved TFLOP/s and MFU against the device's measured peak."""
+def _efficiency(record: dict, model) -> None:
+    """FLOPs per step and achieved TFLOP/s (the report divides by the calibrated peak: MFU)."""
     flops = training_flops_per_step(model, record["batch_size"])
     record["flops_per_step"] = flops
     if record.get("ms_per_step"):
         record["achieved_tflops"] = flops / (record["ms_per_step"] / 1000) / 1e12
-        peak = ((calibration or {}).get("matmul") or {}).get(compute_dtype, {}).get("tflops")
-        if peak:
-            record["peak_tflops"] = peak
-            record["mfu"] = record["achieved_tflops"] / peak
 
 
 def run_cell(
@@ -154,14 +150,13 @@ def run_cell(
     tracking: dict,
     log=print,
     startup: dict | None = None,
-    calibration: dict | None = None,
     on_start=None,
 ) -> dict[str, Any]:
     """Train one cell and return its record (the caller writes it).
 
     `startup` holds what TensorFlow's start-up log said (cell.import_tensorflow);
-    `calibration` the device's measured peaks; `on_start(record)` is called once the MLflow
-    run exists, so a supervisor can close it if this process is killed.
+    `on_start(record)` is called once the MLflow run exists, so a supervisor can close it if
+    this process is killed.
     """
     import keras
     import tensorflow as tf
@@ -190,8 +185,6 @@ def run_cell(
         "started_at": started_at,
         "fingerprint": fingerprint(tf, keras, cell["device"]) | (startup or {}),
     }
-    if calibration:
-        record["calibration"] = calibration
     label = f"{cell['variant']}/{cell['device']}/{policy}/bs{batch_size}"
     with CellRun(tracking, label, run_name=f"{run['name']}:{label}") as mlrun:
         mlrun.log_params({k: v for k, v in run.items() if k != "cell"} | {"cell": cell})
@@ -285,7 +278,7 @@ def run_cell(
                             record["input_bound_ratio"] = (
                                 record["ms_per_step"] / twin["synthetic_ms_per_step"]
                             )
-                    _efficiency(record, model, calibration, run["policy"]["compute_dtype"])
+                    _efficiency(record, model)
         except Exception as exc:  # noqa: BLE001 - classified below, re-raised when unknown
             outcome = classify_error(tf, exc)
             if outcome is None:
@@ -322,7 +315,6 @@ RECORD_METRICS = (
     "input_bound_ratio",
     "flops_per_step",
     "achieved_tflops",
-    "mfu",
     "final_val_accuracy",
     "predicted_step_s",
     "duration_s",

@@ -1,5 +1,6 @@
 # Composes the Hydra config once, expands the grid and names every path the rules share.
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -17,6 +18,16 @@ from mptbench.config import (
     run_config,
 )
 from mptbench.download import is_remote
+
+
+envvars:
+    "PATH",
+
+
+# Rules run `python`: the interpreter that runs Snakemake, whether or not its venv is active.
+os.environ["PATH"] = os.pathsep.join(
+    [str(Path(sys.executable).parent), os.environ.get("PATH", "")]
+)
 
 try:
     CFG = compose_config(
@@ -47,6 +58,8 @@ REPORT = {
 }
 RECORDS = [RUN_RECORD.format(**cell.wildcards(EXPERIMENT)) for cell in CELLS]
 CALIBRATION = "results/calibration/{variant}/{device}.json"
+VARIANT_ENV = "resources/envs/{variant}.json"
+WHEEL_MANIFEST = "resources/wheels/{variant}.json"
 CALIBRATIONS = sorted(
     {CALIBRATION.format(variant=cell.variant, device=cell.device) for cell in CELLS}
 )
@@ -88,10 +101,6 @@ def variant_json(wildcards):
 
 def calibrate_settings_json(wildcards):
     return json.dumps(_device_settings(wildcards)["calibrate"])
-
-
-def train_python(wildcards):
-    return CFG["variant"][wildcards.variant]["python"] or sys.executable
 
 
 def train_threads(wildcards):
@@ -143,3 +152,33 @@ def output_dir(wildcards, output):
 
 def fixture_options(wildcards):
     return json.dumps(DATASET.get("fixture") or {})
+
+
+def variant_of(wildcards):
+    if wildcards.variant not in CFG["variant"]:
+        raise WorkflowError(f"variant {wildcards.variant} is not in this experiment")
+    return CFG["variant"][wildcards.variant]
+
+
+def built_wheel(wildcards):
+    """The build rule's manifest, for a variant that builds its wheel and was given none."""
+    variant = variant_of(wildcards)
+    if variant["build"] and not variant["wheel"]:
+        return WHEEL_MANIFEST.format(variant=wildcards.variant)
+    return []
+
+
+def build_setting(key):
+    return lambda wildcards: variant_of(wildcards)["build"][key]
+
+
+def build_copts(wildcards):
+    return " ".join(f"--copt={c}" for c in variant_of(wildcards)["build"]["copts"])
+
+
+def build_resource(key, default):
+    return lambda wildcards: (variant_of(wildcards)["build"] or {}).get(key, default)
+
+
+def wheel_manifest_path(wildcards, input):
+    return input.wheel or ""

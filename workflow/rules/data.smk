@@ -4,15 +4,18 @@
 rule make_fixture:
     # Only the smoke dataset has a fixture: an archive in Imagenette's layout, made here.
     output:
-        archive="resources/fixtures/{name}.tgz",
-        sha256="resources/fixtures/{name}.tgz.sha256",
+        archive="resources/fixtures/{archive}",
+        sha256="resources/fixtures/{archive}.sha256",
     log:
-        "resources/logs/make_fixture/{name}.log",
+        "resources/logs/make_fixture/{archive}.log",
+    wildcard_constraints:
+        archive=r"[^/]+\.(tgz|tar\.gz)",
     localrule: True
     conda:
         "../../envs/mptbench.yaml"
     params:
-        fixture=lambda wildcards: json.dumps(DATASET.get("fixture") or {}),
+        fixture=fixture_options,
+        builder=DATASET["builder"],
     shell:
         "python workflow/scripts/make_fixture.py --archive {output.archive}"
         " --builder {params.builder} --options {params.fixture:q} > {log} 2>&1"

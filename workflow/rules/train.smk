@@ -25,6 +25,7 @@ rule train:
     input:
         prepared=PREPARED,
         tracking=TRACKING,
+        env=VARIANT_ENV,
     output:
         record=RUN_RECORD,
     log:
@@ -39,14 +40,15 @@ rule train:
         gpu=train_gpus,
     params:
         run=train_run_json,
-        python=train_python,
     shell:
-        "{params.python} workflow/scripts/train.py --run {params.run:q} --prepared {input.prepared}"
-        " --tracking {input.tracking} --record {output.record} > {log} 2>&1"
+        "python workflow/scripts/train.py --run {params.run:q} --prepared {input.prepared}"
+        " --tracking {input.tracking} --env {input.env} --record {output.record} > {log} 2>&1"
 
 
 rule calibrate:
     # The device's measured peak per dtype, with the variant's TensorFlow and settings.
+    input:
+        env=VARIANT_ENV,
     output:
         CALIBRATION,
     log:
@@ -62,8 +64,7 @@ rule calibrate:
     params:
         variant=variant_json,
         settings=calibrate_settings_json,
-        python=train_python,
     shell:
-        "{params.python} workflow/scripts/calibrate.py --device {wildcards.device}"
+        "python workflow/scripts/calibrate.py --device {wildcards.device} --env {input.env}"
         " --variant {params.variant:q} --settings {params.settings:q} --output {output}"
         " > {log} 2>&1"

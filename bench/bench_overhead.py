@@ -1,0 +1,280 @@
+"""The train job's ms/step against a bare Keras script of the same model, policy, batch, data."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src"
+if str(SRC) not in sys.path:  # a checkout without `pip install -e .` works too
+    sys.path.insert(0, str(SRC))
+
+WORK = ROOT / "bench" / ".work" / "overhead"
+TARGET_PCT = 2.0
+VAL_PER_CLASS = 2  # validation is off in both runs; the builder still wants the split
+EXPERIMENT = "bench_overhead"
+JOB_TIMEOUT_S = 900
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--image-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--policy", default="float32", help="float32, mixed_float16, ...")
+    parser.add_argument("--steps", type=int, default=40, help="timed steps per run")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps before them")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each side, interleaved")
+    parser.add_argument("--device", default="cpu", help="cpu or gpuN")
+    parser.add_argument(
+        "--train-per-class", type=int, default=60, help="fixture train images per class"
+    )
+    parser.add_argument("--work", type=Path, default=WORK, help="reused between runs")
+    # Internal: the pieces that run in fresh processes.
+    parser.add_argument("--child-prepare", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--child-bare", nargs=3, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+# ---------------------------------------------------------------- set-up (built once, reused)
+
+
+def child_prepare(archive: str, name: str, image_size: str, out: str) -> None:
+    """The tfds cache (TensorFlow import: done in a child so the driver stays light)."""
+    from mptbench.dataset import prepare, write_json
+
+    write_json(out, prepare(archive, name, int(image_size), str(Path(out).parent / "tfds")))
+
+
+def setup(args: argparse.Namespace, env: dict[str, str]) -> tuple[Path, Path]:
+    """The fixture archive, its cache at this image size and an MLflow store; JSON paths."""
+    from mptbench.dataset import write_json
+    from mptbench.fixtures import make_imagenette_archive
+
+    work = args.work.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    # Short side above the image size: the cache is built by downscaling, as with real data.
+    short_side = max(96, args.image_size + 16)
+    stem = f"imagenette-{args.train_per_class}x{short_side}"
+    archive = work / f"{stem}.tgz"
+    if not archive.exists():
+        print(f"building {archive.name} ({args.train_per_class} train images per class)")
+        make_imagenette_archive(
+            archive,
+            train_per_class=args.train_per_class,
+            val_per_class=VAL_PER_CLASS,
+            short_side=short_side,
+        )
+    prepared = work / f"prepared-{stem}-{args.image_size}px.json"
+    if not prepared.exists():
+        print(f"preparing the tfds cache at {args.image_size}px")
+        command = [sys.executable, __file__, "--child-prepare", str(archive), stem]
+        command += [str(args.image_size), str(prepared)]
+        subprocess.run(command, env=env, check=True, timeout=JOB_TIMEOUT_S)
+    tracking = work / "tracking.json"
+    if not tracking.exists():
+        from mptbench.tracking import init_experiment
+
+        write_json(
+            tracking,
+            init_experiment(
+                f"sqlite:///{work / 'mlflow.db'}", EXPERIMENT, str(work / "mlartifacts")
+            ),
+        )
+    return prepared, tracking
+
+
+def compose_run(args: argparse.Namespace) -> dict:
+    """The train job's run config: experiment smoke, timing only, with this bench's sizes."""
+    from mptbench.config import Cell, compose_config, run_config
+
+    # Through Hydra and check_config, as the workflow composes it; only timing is left on.
+    overrides = [
+        f"name={EXPERIMENT}",
+        f"dataset.image_size={args.image_size}",
+        f"policy=[{args.policy}]",
+        "train.epochs=1",
+        f"train.steps_per_epoch={args.warmup + args.steps}",
+        f"train.warmup_steps={args.warmup}",
+        "train.warmup_epochs=0",
+        f"train.timed_steps={args.steps}",
+        f"train.min_timed_steps={args.steps}",
+        "train.time_budget_s=null",
+        "train.max_step_seconds=null",
+        "train.synthetic_twin=false",
+        "train.validate=false",
+        "train.memory_limit_mb=null",
+    ]
+    cfg = compose_config(ROOT / "conf", "smoke", overrides)
+    return run_config(cfg, Cell("pypi", args.device, args.policy, args.batch_size))
+
+
+def job_env(run: dict) -> dict[str, str]:
+    """What the supervisor gives its trainer (cell.supervise): both sides start from this."""
+    env = dict(os.environ)
+    device = run["device"]["name"]
+    env["CUDA_VISIBLE_DEVICES"] = "" if device == "cpu" else device[3:]
+    env.update({str(k): str(v) for k, v in (run["variant"].get("env") or {}).items()})
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH")) if p)
+    return env
+
+
+# ---------------------------------------------------------------- side B: bare Keras
+
+
+def child_bare(run_json: str, prepared_json: str, out: str) -> None:
+    """Plain model.fit on the job's model and tf.data input, timed by a minimal callback."""
+    import keras
+    import tensorflow as tf
+
+    from mptbench.models import build_model, one_hot_labels
+    from mptbench.train import input_pipeline, jit_setting
+
+    run = json.loads(Path(run_json).read_text())
+    prepared = json.loads(Path(prepared_json).read_text())
+    train = run["train"]
+    batch, warmup, steps = run["cell"]["batch_size"], train["warmup_steps"], train["timed_steps"]
+    keras.utils.set_random_seed(run["seed"])  # the same initial weights and shuffle order
+    size = prepared["image_size"]
+    classes = len(prepared["classes"])
+    model = build_model(
+        run["model"],
+        (size, size, 3),
+        classes,
+        run["policy"]["name"],
+        jit_setting(run["variant"]["jit_compile"]),
+    )
+    data = input_pipeline(
+        tf,
+        prepared,
+        "train",
+        batch,
+        run["dataset"]["input"],
+        run["seed"],
+        training=True,
+        one_hot_classes=classes if one_hot_labels(run["model"]) else 0,
+    )
+
+    class Clock(keras.callbacks.Callback):
+        # Overriding on_train_batch_end makes Keras hand over the loss as a Python float, so
+        # the step ends once the device is done, exactly as the job's StepTimer sees it.
+        def __init__(self):
+            super().__init__()
+            self.seconds: list[float] = []
+            self.t0 = 0.0
+
+        def on_train_batch_begin(self, batch, logs=None):
+            self.t0 = time.perf_counter()
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.seconds.append(time.perf_counter() - self.t0)
+
+    clock = Clock()
+    model.fit(data, epochs=1, steps_per_epoch=warmup + steps, callbacks=[clock], verbose=0)
+    timed = clock.seconds[warmup:]
+    Path(out).write_text(json.dumps(summary(timed)) + "\n")
+
+
+# ---------------------------------------------------------------- the comparison
+
+
+def summary(seconds: list[float]) -> dict:
+    """The bare run's figures, computed as the job's record computes them."""
+    from mptbench.timing import percentile
+
+    return {
+        "timed_steps": len(seconds),
+        "ms_per_step": 1000 * statistics.median(seconds),
+        "ms_per_step_p10": 1000 * percentile(seconds, 10),
+        "ms_per_step_p90": 1000 * percentile(seconds, 90),
+    }
+
+
+def run_side(side: str, command: list[str], env: dict, log: Path, result: Path) -> dict:
+    """One fresh process; its timing from the JSON it writes, plus its wall time."""
+    result.unlink(missing_ok=True)
+    started = time.perf_counter()
+    with open(log, "w") as out:
+        done = subprocess.run(
+            command, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=JOB_TIMEOUT_S
+        )
+    wall = time.perf_counter() - started
+    if done.returncode != 0 or not result.exists():
+        tail = log.read_text(errors="replace")[-3000:]
+        raise SystemExit(f"side {side} failed (exit {done.returncode}); {log}:\n{tail}")
+    data = json.loads(result.read_text())
+    if data.get("outcome", "ok") != "ok" or not data.get("ms_per_step"):
+        raise SystemExit(f"side {side}: no timing ({data.get('outcome')}: {data.get('reason')})")
+    data["wall_s"] = wall
+    return data
+
+
+def fmt(data: dict) -> str:
+    return (
+        f"{data['ms_per_step']:8.1f} ms/step  "
+        f"(p10 {data['ms_per_step_p10']:.1f}, p90 {data['ms_per_step_p90']:.1f}, "
+        f"{data['timed_steps']} steps, process {data['wall_s']:.0f} s)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.child_prepare:
+        child_prepare(*args.child_prepare)
+        return 0
+    if args.child_bare:
+        child_bare(*args.child_bare)
+        return 0
+
+    run = compose_run(args)
+    env = job_env(run)
+    prepared, tracking = setup(args, env)
+    runs = args.work.resolve() / "runs"
+    runs.mkdir(exist_ok=True)
+    tag = f"{args.policy}-bs{args.batch_size}-{args.image_size}px"
+    run_json = runs / f"run-{tag}.json"
+    run_json.write_text(json.dumps(run))
+    print(
+        f"train job (A) vs bare Keras (B): {args.policy}, batch {args.batch_size}, "
+        f"{args.image_size}px, {args.warmup} warm-up + {args.steps} timed steps, "
+        f"{args.repeats} repeats each, interleaved; device {args.device}",
+        flush=True,
+    )
+    sides = {"A": [], "B": []}
+    for i in range(1, args.repeats + 1):
+        # A then B in every repeat: drifting machine load hits both sides alike.
+        record = runs / f"{tag}-A{i}.json"
+        job = [sys.executable, str(ROOT / "workflow/scripts/train.py"), "--run", json.dumps(run)]
+        job += ["--prepared", str(prepared), "--tracking", str(tracking), "--record", str(record)]
+        a = run_side("A", job, env, runs / f"{tag}-A{i}.log", record)
+        print(f"  repeat {i}  A train job  {fmt(a)}", flush=True)
+        result = runs / f"{tag}-B{i}.json"
+        bare = [sys.executable, __file__, "--child-bare", str(run_json), str(prepared)]
+        b = run_side("B", [*bare, str(result)], env, runs / f"{tag}-B{i}.log", result)
+        print(f"  repeat {i}  B bare Keras {fmt(b)}", flush=True)
+        sides["A"].append(a["ms_per_step"])
+        sides["B"].append(b["ms_per_step"])
+
+    a_ms, b_ms = statistics.median(sides["A"]), statistics.median(sides["B"])
+    overhead = 100 * (a_ms / b_ms - 1)
+    paired = [100 * (a / b - 1) for a, b in zip(sides["A"], sides["B"], strict=True)]
+    verdict = "PASS" if overhead <= TARGET_PCT else "FAIL"
+    print(f"median of {args.repeats}: A {a_ms:.1f} ms/step, B {b_ms:.1f} ms/step")
+    print("per-repeat A/B - 1: " + ", ".join(f"{p:+.1f}%" for p in paired))
+    print(f"overhead A/B - 1 = {overhead:+.1f}% (target <= {TARGET_PCT:.0f}%): {verdict}")
+    # Repeat-to-repeat spread of each side: a verdict is only as good as this is small.
+    spread = {k: 100 * (max(v) - min(v)) / statistics.median(v) for k, v in sides.items()}
+    print(f"spread across repeats: A {spread['A']:.0f}%, B {spread['B']:.0f}%", end="")
+    noisy = max(spread.values()) > TARGET_PCT
+    print(" - wider than the target: the verdict is within machine noise" if noisy else "")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

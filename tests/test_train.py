@@ -8,7 +8,7 @@ import pytest
 
 from mptbench.config import Cell, compose_config, run_config
 from mptbench.timing import percentile, summarise
-from mptbench.train import run_cell
+from mptbench.train import probe_cell, run_cell
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 pytestmark = pytest.mark.slow
@@ -74,15 +74,27 @@ def test_time_budget_stops_after_the_minimum_steps(prepared32, tracking):
     assert record["timed_steps"] == 3
 
 
+def test_probe_times_a_few_images(prepared32):
+    probe = probe_cell(_run(probe_batch_size=2), prepared32)
+    assert probe["batch_size"] == 2 and probe["image_size"] == 32
+    assert 0 < probe["step_s"] <= probe["first_step_s"] + 1.0
+    assert (probe["variant"], probe["device"], probe["policy"]) == ("pypi", "cpu", "float32")
+
+
 def test_probe_marks_a_too_slow_cell_over_budget_without_training(prepared32, tracking):
-    run = _run(batch_size=16, max_step_seconds=1e-6, probe_batch_size=2)
-    record = run_cell(run, prepared32, tracking, log=lambda _: None)
+    run = _run(batch_size=16, max_step_seconds=3.0)
+    probe = {"step_s": 1.0, "batch_size": 4}  # 1 s for 4 images: about 4 s at batch 16
+    record = run_cell(run, prepared32, tracking, log=lambda _: None, probe=probe)
     assert record["outcome"] == "over_budget"
-    assert "train.max_step_seconds" in record["reason"]
-    assert record["predicted_step_s"] > 0
+    assert record["predicted_step_s"] == pytest.approx(4.0)
+    assert "predicted 4.0 s/step" in record["reason"]
+    assert "train.max_step_seconds=3.0" in record["reason"]
     assert "ms_per_step" not in record
     tags = mlflow.MlflowClient(tracking["tracking_uri"]).get_run(record["mlflow_run_id"]).data.tags
     assert tags["outcome"] == "over_budget"
+    # Under the limit the cell trains.
+    run = _run(batch_size=8, max_step_seconds=3.0, epochs=1, steps_per_epoch=5, timed_steps=3)
+    assert run_cell(run, prepared32, tracking, log=lambda _: None, probe=probe)["outcome"] == "ok"
 
 
 def test_exploding_loss_is_recorded_as_nonfinite(prepared32, tracking):

@@ -120,3 +120,22 @@ def test_bad_config_fails_before_any_job_with_one_line(checkout):
         "mptbench config: sweep.batch_sizes[0]: 0 is not an integer >= 1" in bad.stdout + bad.stderr
     )
     assert not (checkout / "results" / "benchmark").exists()
+
+
+def test_variants_run_side_by_side_with_their_own_settings(smoke):
+    overrides = 'overrides=["name=smoke_variants","variant=[pypi,pypi_onednn,pypi_xla]",'
+    overrides += '"policy=[float32]","sweep.batch_sizes=[8]"]'
+    done = _snakemake(smoke, "--cores", "2", "--config", "experiment=smoke", overrides)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = pd.read_csv(smoke / "results/smoke_variants/report/summary.csv")
+    assert sorted(summary["variant"]) == ["pypi", "pypi_onednn", "pypi_xla"]
+    assert set(summary["outcome"]) == {"ok"} and (summary["ms_per_step"] > 0).all()
+    by_variant = summary.set_index("variant")
+    assert bool(by_variant.loc["pypi_xla", "xla"]) and not bool(by_variant.loc["pypi", "xla"])
+    assert by_variant["onednn"].notna().all()
+    record = json.loads(
+        (smoke / "results/smoke_variants/runs/pypi_onednn/cpu/float32/bs8.json").read_text()
+    )
+    assert record["config"]["variant"]["env"] == {"TF_ENABLE_ONEDNN_OPTS": "1"}
+    assert record["config"]["variant"]["installed"]["tensorflow"] == "2.21.0"
+    assert "TensorFlow variants" in (smoke / "results/smoke_variants/report/index.html").read_text()

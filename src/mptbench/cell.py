@@ -104,9 +104,18 @@ def installed_variant(env_manifest: str | None) -> tuple[str, dict]:
 
 
 def supervise(
-    run: dict, prepared: str, tracking: str, record: str, env_manifest: str | None = None
+    run: dict,
+    prepared: str,
+    tracking: str | None,
+    record: str,
+    env_manifest: str | None = None,
+    probe: str | None = None,
+    probe_only: bool = False,
 ) -> int:
-    """Run the trainer in a child; record `oom` when it is killed. Returns the exit code."""
+    """Run the trainer in a child; record `oom` when it is killed. Returns the exit code.
+
+    With `probe_only`, the child times a step on a few images and writes that to `record`.
+    """
     state = Path(record).with_name(Path(record).name + ".state")
     state.unlink(missing_ok=True)
     python, installed = installed_variant(env_manifest)
@@ -120,13 +129,14 @@ def supervise(
         json.dumps(run),
         "--prepared",
         prepared,
-        "--tracking",
-        tracking,
         "--record",
         record,
         "--state",
         str(state),
     ]
+    command += ["--tracking", tracking] if tracking else []
+    command += ["--probe", probe] if probe else []
+    command += ["--probe-only"] if probe_only else []
     device = run["device"]["name"]
     env = dict(os.environ)
     # Before TensorFlow starts: the device it may see, and the variant's settings.
@@ -140,7 +150,7 @@ def supervise(
     if code == 0:
         state.unlink(missing_ok=True)
         return 0
-    if code == -signal.SIGKILL:
+    if code == -signal.SIGKILL and not probe_only:
         reason = over_limit or (
             "the training process was killed by SIGKILL (out of memory: the kernel's OOM killer)"
         )
@@ -171,10 +181,16 @@ def _record_killed(run: dict, state: Path, record: str, reason: str) -> None:
 def child_main(args: argparse.Namespace) -> int:
     run = json.loads(args.run)
     tf, keras, startup = import_tensorflow()
-    from mptbench.train import run_cell
+    from mptbench.train import probe_cell, run_cell
 
     prepared = json.loads(Path(args.prepared).read_text())
+    if args.probe_only:
+        probe = probe_cell(run, prepared) | startup
+        print(f"probe: {probe['step_s']:.3f} s/step at batch {probe['batch_size']}", flush=True)
+        write_json(args.record, probe)
+        return 0
     tracking = json.loads(Path(args.tracking).read_text())
+    probe = json.loads(Path(args.probe).read_text()) if args.probe else None
 
     def on_start(record: dict) -> None:
         # What the supervisor needs if this process is killed from here on.
@@ -187,6 +203,7 @@ def child_main(args: argparse.Namespace) -> int:
         log=lambda line: print(line, flush=True),
         startup=startup,
         on_start=on_start,
+        probe=probe,
     )
     record["config"] = run
     write_json(args.record, record)
@@ -203,9 +220,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--run", required=True, help="the run's config (JSON), as the workflow composes it"
     )
     parser.add_argument("--prepared", required=True, help="the prepare rule's JSON")
-    parser.add_argument("--tracking", required=True, help="the tracking_init rule's JSON")
+    parser.add_argument("--tracking", default=None, help="the tracking_init rule's JSON")
     parser.add_argument("--env", default=None, help="the variant_env rule's manifest")
-    parser.add_argument("--record", required=True)
+    parser.add_argument("--probe", default=None, help="the probe rule's JSON (step time guard)")
+    parser.add_argument("--probe-only", action="store_true", help="time a few images, no run")
+    parser.add_argument("--record", required=True, help="where the run record (or probe) goes")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--state", default=None, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -215,7 +234,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child:
         return child_main(args)
-    return supervise(json.loads(args.run), args.prepared, args.tracking, args.record, args.env)
+    if not args.probe_only and not args.tracking:
+        parser_error = "error: --tracking is needed to train (only --probe-only runs without it)"
+        print(parser_error, file=sys.stderr)
+        return 2
+    return supervise(
+        json.loads(args.run), args.prepared, args.tracking, args.record, args.env,
+        probe=args.probe or None, probe_only=args.probe_only,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -67,9 +67,14 @@ def jit_setting(value: Any) -> Any:
     return value if isinstance(value, bool) else "auto"
 
 
-def probe_step_seconds(tf, run: dict, input_shape, num_classes: int) -> tuple[float, int]:
-    """Seconds of one training step on a few images, from a throwaway copy of the model."""
+def probe_cell(run: dict, prepared: dict) -> dict[str, Any]:
+    """Seconds of one training step on a few images (train.probe_batch_size), measured once
+    per variant, device and policy; cells predict their own step time from it."""
+    import tensorflow as tf
+
     probe_bs = run["train"]["probe_batch_size"]
+    size = prepared["image_size"]
+    input_shape, num_classes = (size, size, 3), len(prepared["classes"])
     model = build_model(
         run["model"],
         input_shape,
@@ -81,10 +86,22 @@ def probe_step_seconds(tf, run: dict, input_shape, num_classes: int) -> tuple[fl
     y = tf.zeros((probe_bs,), dtype=tf.int64)
     if one_hot_labels(run["model"]):
         y = tf.one_hot(y, num_classes)
+    started = time.perf_counter()
     model.train_on_batch(x, y)  # traces and compiles
+    first = time.perf_counter() - started
     started = time.perf_counter()
     model.train_on_batch(x, y)
-    return time.perf_counter() - started, probe_bs
+    step = time.perf_counter() - started
+    cell = run["cell"]
+    return {
+        "variant": cell["variant"],
+        "device": cell["device"],
+        "policy": run["policy"]["name"],
+        "image_size": size,
+        "batch_size": probe_bs,
+        "first_step_s": first,
+        "step_s": step,
+    }
 
 
 def classify_error(tf, exc: BaseException) -> tuple[str, str] | None:
@@ -151,12 +168,14 @@ def run_cell(
     log=print,
     startup: dict | None = None,
     on_start=None,
+    probe: dict | None = None,
 ) -> dict[str, Any]:
     """Train one cell and return its record (the caller writes it).
 
     `startup` holds what TensorFlow's start-up log said (cell.import_tensorflow);
     `on_start(record)` is called once the MLflow run exists, so a supervisor can close it if
-    this process is killed.
+    this process is killed. `probe` is the probe rule's timing of a few images (probe_cell),
+    from which a step at this batch size is predicted.
     """
     import keras
     import tensorflow as tf
@@ -194,8 +213,8 @@ def run_cell(
             on_start(record)
         timer = model = None
         try:
-            if train_cfg["max_step_seconds"] and batch_size > train_cfg["probe_batch_size"]:
-                probe_s, probe_bs = probe_step_seconds(tf, run, input_shape, num_classes)
+            if train_cfg["max_step_seconds"] and probe and batch_size > probe["batch_size"]:
+                probe_s, probe_bs = probe["step_s"], probe["batch_size"]
                 predicted = probe_s * batch_size / probe_bs
                 record["predicted_step_s"] = predicted
                 log(

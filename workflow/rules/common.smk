@@ -7,6 +7,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from mptbench.config import (
+    Cell,
     RUN_LOG,
     RUN_RECORD,
     ConfigError,
@@ -59,6 +60,7 @@ REPORT = {
 RECORDS = [RUN_RECORD.format(**cell.wildcards(EXPERIMENT)) for cell in CELLS]
 CALIBRATION = "results/calibration/{variant}/{device}.json"
 VARIANT_ENV = "resources/envs/{variant}.json"
+PROBE = "results/{experiment}/probes/{variant}/{device}/{policy}.json"
 WHEEL_MANIFEST = "resources/wheels/{variant}.json"
 CALIBRATIONS = sorted(
     {CALIBRATION.format(variant=cell.variant, device=cell.device) for cell in CELLS}
@@ -182,3 +184,22 @@ def build_resource(key, default):
 
 def wheel_manifest_path(wildcards, input):
     return input.wheel or ""
+
+
+def probe_of_cell(wildcards):
+    """The probe a cell predicts its step time from, when a step-time limit is set."""
+    if not CFG["train"]["max_step_seconds"]:
+        return []
+    return PROBE.format(
+        **{k: wildcards[k] for k in ("experiment", "variant", "device", "policy")}
+    )
+
+
+def probe_run_json(wildcards):
+    cell = Cell(
+        wildcards.variant,
+        wildcards.device,
+        wildcards.policy,
+        CFG["train"]["probe_batch_size"],
+    )
+    return json.dumps(run_config(CFG, cell), sort_keys=True)

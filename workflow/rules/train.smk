@@ -21,11 +21,37 @@ rule tracking_init:
         " --output {output} > {log} 2>&1"
 
 
+rule probe:
+    # One training step on a few images per variant, device and policy: each cell predicts
+    # its step time from it and skips (over_budget) what would exceed train.max_step_seconds.
+    input:
+        prepared=PREPARED,
+        env=VARIANT_ENV,
+    output:
+        PROBE,
+    log:
+        "results/{experiment}/logs/probe/{variant}/{device}/{policy}.log",
+    conda:
+        "../../envs/mptbench.yaml"
+    threads: train_threads
+    resources:
+        **TIMING_SLOTS,
+        mem_mb=train_mem_mb,
+        runtime=train_runtime,
+        gpu=train_gpus,
+    params:
+        run=probe_run_json,
+    shell:
+        "python workflow/scripts/train.py --probe-only --run {params.run:q}"
+        " --prepared {input.prepared} --env {input.env} --record {output} > {log} 2>&1"
+
+
 rule train:
     input:
         prepared=PREPARED,
         tracking=TRACKING,
         env=VARIANT_ENV,
+        probe=probe_of_cell,
     output:
         record=RUN_RECORD,
     log:
@@ -42,7 +68,8 @@ rule train:
         run=train_run_json,
     shell:
         "python workflow/scripts/train.py --run {params.run:q} --prepared {input.prepared}"
-        " --tracking {input.tracking} --env {input.env} --record {output.record} > {log} 2>&1"
+        " --tracking {input.tracking} --env {input.env} --probe={input.probe:q}"
+        " --record {output.record} > {log} 2>&1"
 
 
 rule calibrate:

@@ -19,7 +19,7 @@ import time
 from multiprocessing import Pool
 from pathlib import Path
 
-from mptbench.fixtures import NOISY_HEADER, WNIDS
+from mptbench.fixtures import NOISY_HEADER, WNIDS, add_member
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,13 +72,6 @@ def synthetic_jpeg(job: tuple[int, int, int, str]) -> bytes:
     return out.getvalue()
 
 
-def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
-    info = tarfile.TarInfo(name)
-    info.size, info.mtime, info.mode = len(data), 0, 0o644
-    info.uname = info.gname = "root"
-    tar.addfile(info, io.BytesIO(data))
-
-
 def write_archive(path: Path, total: int, seed: int = 0) -> dict:
     """Write exactly `total` images in Imagenette's layout (fixtures.py takes per-class counts)."""
     train, val = split_counts(total)
@@ -105,12 +98,12 @@ def write_archive(path: Path, total: int, seed: int = 0) -> dict:
                 for (member, _, split), data in zip(
                     members, pool.imap(synthetic_jpeg, jobs, chunksize=64), strict=True
                 ):
-                    _add(tar, f"imagenette2-320/{member}", data)
+                    add_member(tar, f"imagenette2-320/{member}", data)
                     jpeg_bytes += len(data)
                     wnid, valid = member.split("/")[1], str(split == "val")
                     rows.append(f"{member},{wnid},{wnid},{wnid},{wnid},{wnid},{valid}")
             csv = "\n".join([NOISY_HEADER, *rows]) + "\n"
-            _add(tar, "imagenette2-320/noisy_imagenette.csv", csv.encode())
+            add_member(tar, "imagenette2-320/noisy_imagenette.csv", csv.encode())
     os.replace(tmp, path)
     return {"train": train, "validation": val, "jpeg_bytes": jpeg_bytes}
 

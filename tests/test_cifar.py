@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mptbench import cifar
+from mptbench import cifar, dataset
 from mptbench.dataset import DatasetError
 
 pytestmark = pytest.mark.slow
 
 TOP = "cifar-10-batches-py"
-QUIET = {"log": lambda _: None}
+QUIET = {"log": lambda _: None, "kind": "cifar10"}
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def archive(tmp_path_factory):
 @pytest.fixture(scope="module")
 def prepared(archive, tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("tfds")
-    return cifar.prepare_cifar10(archive["path"], "cifar10-test", 32, data_dir, **QUIET)
+    return dataset.prepare(archive["path"], "cifar10-test", 32, data_dir, **QUIET)
 
 
 def _batches(path):
@@ -80,7 +80,7 @@ def test_same_arguments_give_the_same_bytes(tmp_path):
 def test_cache_holds_the_archive_pixels_exactly(prepared, archive):
     assert prepared["splits"] == {"train": 40, "validation": 20}
     assert prepared["classes"] == list(cifar.CIFAR10_CLASSES)
-    _, train = cifar.load_cifar10(prepared, "train")
+    _, train = dataset.load(prepared, "train")
     images, labels = zip(*[(x.numpy(), int(y)) for x, y in train], strict=True)
     assert {img.shape for img in images} == {(32, 32, 3)}
     assert {img.dtype for img in images} == {np.dtype("uint8")}
@@ -92,7 +92,7 @@ def test_cache_holds_the_archive_pixels_exactly(prepared, archive):
         name.decode(): (row.reshape(3, 32, 32).transpose(1, 2, 0), label)
         for name, row, label in zip(test[b"filenames"], test[b"data"], test[b"labels"], strict=True)
     }
-    b, _ = cifar.load_cifar10(prepared, "validation")
+    b, _ = dataset.load(prepared, "validation")
     seen = 0
     for ex in b.as_dataset(split="validation", shuffle_files=False):
         expected, label = rows[ex["file_name"].numpy().decode()]
@@ -104,23 +104,19 @@ def test_cache_holds_the_archive_pixels_exactly(prepared, archive):
 
 def test_second_prepare_is_a_no_op(prepared, archive):
     before = _files(prepared["data_dir"])
-    again = cifar.prepare_cifar10(
-        archive["path"], "cifar10-test", 32, prepared["data_dir"], **QUIET
-    )
+    again = dataset.prepare(archive["path"], "cifar10-test", 32, prepared["data_dir"], **QUIET)
     assert again == {**prepared, "seconds": again["seconds"]}
     assert _files(prepared["data_dir"]) == before
 
 
 def test_another_size_builds_a_new_cache_beside_the_old(prepared, archive):
-    other = cifar.prepare_cifar10(
-        archive["path"], "cifar10-test", 16, prepared["data_dir"], **QUIET
-    )
+    other = dataset.prepare(archive["path"], "cifar10-test", 16, prepared["data_dir"], **QUIET)
     assert other["config"] != prepared["config"]
     root = Path(prepared["data_dir"]) / prepared["builder"]
     assert prepared["builder"] == "mptbench_cifar10"
     assert (root / prepared["config"] / prepared["version"] / "dataset_info.json").exists()
     assert (root / other["config"] / other["version"] / "dataset_info.json").exists()
-    _, train = cifar.load_cifar10(other, "train")
+    _, train = dataset.load(other, "train")
     assert next(iter(train))[0].shape == (16, 16, 3)
 
 
@@ -128,7 +124,7 @@ def test_corrupt_batch_fails_with_its_name_and_leaves_no_cache(tmp_path):
     path = tmp_path / "bad.tar.gz"
     cifar.make_cifar10_archive(path, 2, 1, corrupt_batch="data_batch_3")
     with pytest.raises(DatasetError) as info:
-        cifar.prepare_cifar10(path, "cifar10-bad", 32, tmp_path / "tfds", **QUIET)
+        dataset.prepare(path, "cifar10-bad", 32, tmp_path / "tfds", **QUIET)
     assert f"{TOP}/data_batch_3" in str(info.value) and str(path) in str(info.value)
     # Nothing complete is left where a later run would look for the cache.
     assert not list((tmp_path / "tfds").rglob("dataset_info.json"))

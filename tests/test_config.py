@@ -150,3 +150,13 @@ def test_published_experiments_carry_their_model_dataset_and_epochs(
     )
     assert list(cfg["policy"]) == ["float32", "mixed_float16"]
     assert cfg["train"]["warmup_epochs"] == 1 and cfg["train"]["validate"]
+
+
+def test_tracking_server_needs_its_uri(monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(ConfigError, match="MLFLOW_TRACKING_URI is not set"):
+        compose_config(CONF, None, ["tracking=server"])
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
+    cfg = compose_config(CONF, None, ["tracking=server"])
+    assert cfg["tracking"]["uri"] == "http://127.0.0.1:5000"
+    assert cfg["tracking"]["env"] == ["MLFLOW_TRACKING_URI"]

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_workflow import job_counts
 
 from mptbench.config import compose_config
 from mptbench.variants import VariantError, make_environment, preflight, sha256_of
@@ -46,7 +47,7 @@ def test_dry_run_prints_the_bazel_build_and_the_grid_has_every_variant():
     assert "git clone --depth 1 --branch v2.21.0" in out
     for variant in ("pypi", "pypi_onednn", "pypi_xla", "source_avx2_fma"):
         assert f"results/benchmark/runs/{variant}/cpu/float32/bs32.json" in out
-    assert any(line.split()[:2] == ["train", "60"] for line in out.splitlines())
+    assert job_counts(out)["train"] == 60
 
 
 @pytest.mark.slow

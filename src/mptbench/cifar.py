@@ -9,7 +9,6 @@ import io
 import os
 import pickle
 import tarfile
-import time
 from pathlib import Path
 
 from mptbench.dataset import DatasetError, _tfds, config_name
@@ -259,45 +258,3 @@ def cifar10_builder(archive: str | Path, dataset_name: str, image_size: int, dat
         image_size=image_size,
     )
     return builder_cls(config=config, data_dir=str(data_dir))
-
-
-def prepare_cifar10(
-    archive: str | Path, dataset_name: str, image_size: int, data_dir: str | Path, log=print
-) -> dict:
-    """Build the cache (a no-op when it exists); return what the train jobs need to read it."""
-    tfds = _tfds()
-    started = time.monotonic()
-    b = cifar10_builder(archive, dataset_name, image_size, data_dir)
-    log(f"preparing {b.name}/{b.builder_config.name}/{b.version} in {data_dir}")
-    b.download_and_prepare(
-        download_config=tfds.download.DownloadConfig(
-            try_download_gcs=False,
-            compute_stats=tfds.download.ComputeStatsMode.SKIP,
-        )
-    )
-    counts = {split: int(b.info.splits[split].num_examples) for split in SPLITS}
-    if not counts["train"]:
-        raise DatasetError(f"{archive}: the data batches hold no training images")
-    elapsed = time.monotonic() - started
-    total = sum(counts.values())
-    log(
-        f"prepared {total} images in {elapsed:.1f} s "
-        f"({total / max(elapsed, 1e-9):.0f} images/s): {counts}"
-    )
-    return {
-        "dataset": dataset_name,
-        "image_size": image_size,
-        "data_dir": str(data_dir),
-        "builder": b.name,
-        "config": b.builder_config.name,
-        "version": str(b.version),
-        "splits": counts,
-        "classes": list(CIFAR10_CLASSES),
-        "seconds": round(elapsed, 2),
-    }
-
-
-def load_cifar10(info: dict, split: str, archive: str = ""):
-    """The prepared split as a tf.data.Dataset of (uint8 image, label); reads only the cache."""
-    b = cifar10_builder(archive, info["dataset"], info["image_size"], info["data_dir"])
-    return b, b.as_dataset(split=split, as_supervised=True, shuffle_files=False)

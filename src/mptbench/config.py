@@ -85,6 +85,11 @@ def _composition_error(conf_dir: Path, exc: Exception) -> ConfigError:
         group, option = missing.groups()
         allowed = ", ".join(_options(conf_dir, group))
         return ConfigError(f"unknown {group} '{option}' (allowed: {allowed})")
+    env = re.search(r"Environment variable '(\w+)' not found", text)
+    if env:
+        return ConfigError(
+            f"{env.group(1)} is not set; this configuration reads it (e.g. tracking=server)"
+        )
     key = re.search(r"Could not override '([^']+)'", text)
     if key:
         return ConfigError(f"override of unknown key '{key.group(1)}': no such key in the config")

@@ -160,6 +160,18 @@ def builder(
     return builder_cls(config=config, data_dir=str(data_dir))
 
 
+def _builder_for(kind: str, archive, dataset_name: str, image_size: int, data_dir, threads=None):
+    """The project's tfds builder of a kind, and the class names it labels with."""
+    if kind in ("cifar10", "mptbench_cifar10"):
+        from mptbench.cifar import CIFAR10_CLASSES, cifar10_builder  # cifar builds on this module
+
+        return cifar10_builder(archive, dataset_name, image_size, data_dir), list(CIFAR10_CLASSES)
+    if kind in ("imagenette", "mptbench_imagenette"):
+        b = builder(archive, dataset_name, image_size, data_dir, threads)
+        return b, [name for _, name in CLASSES]
+    raise DatasetError(f"unknown dataset builder {kind!r} (allowed: imagenette, cifar10)")
+
+
 def prepare(
     archive: str | Path,
     dataset_name: str,
@@ -170,15 +182,9 @@ def prepare(
     kind: str = "imagenette",
 ) -> dict:
     """Build the cache (a no-op when it exists); return what the train jobs need to read it."""
-    if kind == "cifar10":
-        from mptbench.cifar import prepare_cifar10  # cifar builds on this module
-
-        return prepare_cifar10(archive, dataset_name, image_size, data_dir, log=log)
-    if kind != "imagenette":
-        raise DatasetError(f"unknown dataset builder {kind!r} (allowed: imagenette, cifar10)")
     tfds = _tfds()
     started = time.monotonic()
-    b = builder(archive, dataset_name, image_size, data_dir, threads)
+    b, classes = _builder_for(kind, archive, dataset_name, image_size, data_dir, threads)
     log(f"preparing {b.name}/{b.builder_config.name}/{b.version} in {data_dir}")
     b.download_and_prepare(
         download_config=tfds.download.DownloadConfig(
@@ -188,7 +194,7 @@ def prepare(
     )
     counts = {split: int(b.info.splits[split].num_examples) for split in SPLITS}
     if not counts["train"]:
-        raise DatasetError(f"{archive}: no training images found under */train/<wnid>/*.JPEG")
+        raise DatasetError(f"{archive}: no training images found in the archive")
     elapsed = time.monotonic() - started
     total = sum(counts.values())
     log(
@@ -203,19 +209,16 @@ def prepare(
         "config": b.builder_config.name,
         "version": str(b.version),
         "splits": counts,
-        "classes": [name for _, name in CLASSES],
+        "classes": classes,
         "seconds": round(elapsed, 2),
     }
 
 
 def load(info: dict, split: str, archive: str = ""):
     """The prepared split as a tf.data.Dataset of (uint8 image, label); reads only the cache."""
-    if info.get("builder") == "mptbench_cifar10":
-        from mptbench.cifar import load_cifar10  # cifar builds on this module
-
-        return load_cifar10(info, split)
     _tfds()
-    b = builder(archive, info["dataset"], info["image_size"], info["data_dir"])
+    kind = info.get("builder", "mptbench_imagenette")
+    b, _ = _builder_for(kind, archive, info["dataset"], info["image_size"], info["data_dir"])
     return b, b.as_dataset(split=split, as_supervised=True, shuffle_files=False)
 
 

@@ -59,7 +59,8 @@ def _jpeg(rng: random.Random, class_index: int, short_side: int, mode: str) -> b
     return out.getvalue()
 
 
-def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+def add_member(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    """A tar member with fixed metadata, so the same bytes give the same archive."""
     info = tarfile.TarInfo(name)
     info.size, info.mtime, info.mode = len(data), 0, 0o644
     info.uname = info.gname = "root"
@@ -106,12 +107,12 @@ def make_imagenette_archive(
                         data = b"\xff\xd8\xff\xe0 this is not a JPEG " * 8
                     else:
                         data = _jpeg(rng, class_index, short_side, modes.get(member, "RGB"))
-                    _add(tar, f"{top}/{member}", data)
+                    add_member(tar, f"{top}/{member}", data)
                     wnid = member.split("/")[1]
                     valid = "True" if split == "val" else "False"
                     noisy_rows.append(f"{member},{wnid},{wnid},{wnid},{wnid},{wnid},{valid}")
                 csv = "\n".join([NOISY_HEADER, *noisy_rows]) + "\n"
-                _add(tar, f"{top}/noisy_imagenette.csv", csv.encode())
+                add_member(tar, f"{top}/noisy_imagenette.csv", csv.encode())
     os.replace(tmp, path)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     return {

@@ -24,7 +24,7 @@ from mptbench.report import (  # noqa: E402
     groups,
     policies,
 )
-from mptbench.report_variants import variants_section  # noqa: E402
+from mptbench.report_variants import speedup_cell, variants_section  # noqa: E402
 
 PLOT = "ms_per_step.png"
 PUBLISHED_PLOT = "published_ms_per_step.png"
@@ -100,12 +100,7 @@ def policy_table(rows: pd.DataFrame) -> str:
             cell = cells.loc[(batch_size, p)] if (batch_size, p) in cells.index else None
             tds.append(_ms_cell(cell))
             if p != "float32":
-                speedup = None if cell is None else cell["speedup_vs_float32"]
-                if speedup is None or pd.isna(speedup):
-                    tds.append('<td class="missing">—</td>')
-                else:
-                    css = "faster" if speedup > 1 else "slower" if speedup < 1 else ""
-                    tds.append(f'<td class="{css}">{speedup:.2f}×</td>')
+                tds.append(speedup_cell(None if cell is None else cell["speedup_vs_float32"]))
         body.append("<tr>" + "".join(tds) + "</tr>")
     return f"<table><tr>{''.join(head)}</tr>\n" + "\n".join(body) + "</table>"
 

@@ -10,6 +10,14 @@ BASELINE = "pypi"
 SETTINGS = ["wheel", "tensorflow", "onednn", "xla", "tf_unused_cpu_instructions", "build_warning"]
 
 
+def speedup_cell(speedup) -> str:
+    """A table cell for a speedup: green above 1, red below, a dash where there is none."""
+    if speedup is None or pd.isna(speedup):
+        return '<td class="missing">—</td>'
+    css = "faster" if speedup > 1 else "slower" if speedup < 1 else ""
+    return f'<td class="{css}">{speedup:.2f}×</td>'
+
+
 def variant_speedups(summary: pd.DataFrame) -> pd.DataFrame:
     """speedup_vs_pypi: pypi's ms/step over each variant's, same device, policy and batch size."""
     ok = summary[(summary["outcome"] == "ok") & (summary["ms_per_step"] > 0)]
@@ -38,12 +46,7 @@ def _table(rows: pd.DataFrame, variants: list[str]) -> str:
             cell = hit.iloc[-1]
             tds.append(f"<td>{cell['ms_per_step']:.1f}</td>")
             if v != BASELINE:
-                speedup = cell["speedup_vs_pypi"]
-                if pd.isna(speedup):
-                    tds.append('<td class="missing">—</td>')
-                else:
-                    css = "faster" if speedup > 1 else "slower" if speedup < 1 else ""
-                    tds.append(f'<td class="{css}">{speedup:.2f}×</td>')
+                tds.append(speedup_cell(cell["speedup_vs_pypi"]))
         body.append("<tr>" + "".join(tds) + "</tr>")
     return f"<table><tr>{head}</tr>\n" + "\n".join(body) + "</table>"
 

@@ -40,6 +40,8 @@ try:
 except ConfigError as exc:
     raise WorkflowError(f"mptbench config: {exc}") from None
 
+# What the tracking store needs in every job's environment (remote executors too).
+workflow.register_envvars(*CFG["tracking"]["env"])
 EXPERIMENT = CFG["name"]
 DATASET = CFG["dataset"]
 CELLS = grid(CFG, DEVICES)

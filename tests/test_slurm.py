@@ -1,0 +1,130 @@
+"""The smoke experiment through profiles/slurm on a real single-node SLURM on loopback."""
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from slurm_cluster import SlurmCluster, Unavailable
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+RUN_TIMEOUT_S = 480  # the plugin polls forever if it cannot read a job's state
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    try:
+        with SlurmCluster(tmp_path_factory.mktemp("slurm")) as running:
+            yield running
+    except Unavailable as exc:
+        pytest.skip(f"no test SLURM on this machine: {exc}")
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory):
+    """A copy of the workflow, so the test's results/ and resources/ stay out of the repo."""
+    root = tmp_path_factory.mktemp("slurm_checkout")
+    for name in ("Snakefile", "conf", "workflow", "src", "profiles", "envs"):
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(
+                src, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+            )
+        else:
+            shutil.copy(src, root / name)
+    return root
+
+
+def _site_values(cluster) -> list[str]:
+    """What a user fills in for their site, here for the test cluster's one 2-core node."""
+    mem_mb = min(2000, cluster.real_memory_mb // 2)
+    rules = ("prepare", "calibrate", "probe", "train")
+    return [
+        # Replaces the profile's list, dropping slurm_account=CHANGE_ME: no accounts here.
+        "--default-resources",
+        f"slurm_partition={cluster.partition}",
+        "mem_mb=1000",
+        "runtime=30",
+        "--set-threads",
+        *(f"{rule}={cluster.cpus}" for rule in rules),
+        "--set-resources",
+        *(f"{rule}:mem_mb={mem_mb}" for rule in rules),
+        *(f"{rule}:runtime=30" for rule in rules),
+        # No slurmdbd: sacct knows no jobs, so poll squeue (MinJobAge is long enough).
+        "--slurm-status-command",
+        "squeue",
+        "--slurm-init-seconds-before-status-checks",
+        "3",
+        "--jobs",
+        "2",
+    ]
+
+
+def _snakemake_slurm(cwd, cluster, *config):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_"))}
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    exe = Path(sys.executable).with_name("snakemake")
+    args = [str(exe), "--profile", "profiles/slurm", *_site_values(cluster), "--config", *config]
+    return subprocess.run(
+        args, cwd=cwd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S
+    )
+
+
+@pytest.fixture(scope="module")
+def smoke(cluster, checkout):
+    start = time.monotonic()
+    done = _snakemake_slurm(checkout, cluster, "experiment=smoke")
+    wall = time.monotonic() - start
+    print(f"\nsmoke experiment through SLURM: {wall:.0f} s wall time")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-6000:] + "\n" + cluster.logs()
+    return checkout, output
+
+
+def test_smoke_runs_every_cell_as_a_slurm_job(smoke):
+    checkout, output = smoke
+    summary = pd.read_csv(checkout / "results/smoke/report/summary.csv")
+    assert len(summary) == 4 and set(summary["outcome"]) == {"ok"}
+    assert (summary["ms_per_step"] > 0).all()
+    records = sorted((checkout / "results/smoke/runs").rglob("*.json"))
+    assert len(records) == 4
+    job_ids = set()
+    for path in records:
+        fingerprint = json.loads(path.read_text())["fingerprint"]
+        assert fingerprint["slurm_job_id"], f"{path} was not run by SLURM"
+        assert fingerprint["host"]
+        job_ids.add(fingerprint["slurm_job_id"])
+    assert len(job_ids) == 4  # one SLURM job per cell
+    assert "has been submitted with SLURM jobid" in output
+
+
+def test_smoke_logs_one_finished_mlflow_run_per_cell(smoke):
+    checkout, _ = smoke
+    with sqlite3.connect(checkout / "results/mlflow.db") as con:
+        runs = con.execute(
+            "SELECT r.run_uuid, r.status FROM runs r "
+            "JOIN experiments e ON r.experiment_id = e.experiment_id "
+            "WHERE e.name = 'smoke' AND r.lifecycle_stage = 'active'"
+        ).fetchall()
+    assert len(runs) == 4 and {status for _, status in runs} == {"FINISHED"}
+
+
+def test_gpu_request_on_a_node_without_gpus_fails_with_slurms_reason(smoke, cluster):
+    checkout, _ = smoke
+    overrides = 'overrides=["sweep.devices=[gpu0]","device.check_present=false","name=smoke_gpu"]'
+    done = _snakemake_slurm(checkout, cluster, "experiment=smoke", overrides)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output[-3000:]
+    # sbatch's own words reach the user through the plugin's error message.
+    assert "SLURM sbatch failed" in output, output[-3000:]
+    assert "Requested node configuration is not available" in output, output[-3000:]
+    assert "--gpus=1" in output  # the request that SLURM refused
+    assert not (checkout / "results/smoke_gpu/runs").exists()

@@ -1,0 +1,76 @@
+"""The MLflow store under concurrent writers, and a tracking server on loopback."""
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from mptbench.tracking import CellRun, init_experiment
+
+pytestmark = pytest.mark.slow
+
+
+def _write_run(tracking: dict, index: int) -> str:
+    """One train job's worth of MLflow writes, as run_cell makes them."""
+    with CellRun(dict(tracking, system_metrics=False), f"cell{index}", f"run{index}") as run:
+        run.log_params({"train": {"epochs": 2}, "cell": {"batch_size": index}})
+        run.log_fingerprint({"host": "test", "cpu": {"model": "x"}})
+        run.log_epochs([{"epoch": 1, "loss": 1.0}, {"epoch": 2, "loss": 0.5}])
+        run.finish({"ms_per_step": 10.0 + index}, {"outcome": "ok"}, {"index": index})
+        return run.run_id
+
+
+def test_eight_concurrent_writers_lose_nothing(tmp_path):
+    tracking = init_experiment(
+        f"sqlite:///{tmp_path / 'mlflow.db'}", "concurrent", str(tmp_path / "a")
+    )
+    with ProcessPoolExecutor(max_workers=8) as pool:
+        run_ids = list(pool.map(_write_run, [tracking] * 8, range(8)))
+    client = mlflow.MlflowClient(tracking["tracking_uri"])
+    runs = client.search_runs([tracking["experiment_id"]])
+    assert sorted(r.info.run_id for r in runs) == sorted(run_ids)
+    assert {r.info.status for r in runs} == {"FINISHED"}
+    assert sorted(r.data.metrics["ms_per_step"] for r in runs) == [10.0 + i for i in range(8)]
+    assert all(len(client.get_metric_history(r.info.run_id, "loss")) == 2 for r in runs)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_runs_reach_a_tracking_server_on_loopback(tmp_path):
+    port = _free_port()
+    mlflow_cli = Path(sys.executable).with_name("mlflow")
+    server = subprocess.Popen(
+        [str(mlflow_cli), "server", "--host", "127.0.0.1", "--port", str(port),
+         "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
+         "--artifacts-destination", str(tmp_path / "artifacts"), "--workers", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{uri}/health", timeout=2):
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.5)
+        else:
+            pytest.fail("mlflow server did not come up within 120 s")
+        tracking = init_experiment(uri, "served", None)
+        run_id = _write_run(tracking, 0)
+        run = mlflow.MlflowClient(uri).get_run(run_id)
+        assert run.info.status == "FINISHED" and run.data.tags["outcome"] == "ok"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -130,9 +130,13 @@ class SlurmCluster:
     only the daemons it started, by their pid files.
     """
 
-    def __init__(self, workdir: Path, partition: str = "debug", log=print) -> None:
+    def __init__(
+        self, workdir: Path, partition: str = "debug", fake_gpu: bool = False, log=print
+    ) -> None:
         self.workdir = Path(workdir)
         self.partition = partition
+        # One GPU that is /dev/null: enough for SLURM to accept and place --gpus=1 jobs.
+        self.fake_gpu = fake_gpu
         self.log = log
         self.node = socket.gethostname().split(".")[0]  # what `hostname -s` prints
         self.hardware: dict[str, str] = {}
@@ -143,6 +147,7 @@ class SlurmCluster:
         self._started_munged = False
         self._conf_written = False
         self._gres_moved = False
+        self._gres_written = False
 
     @property
     def cpus(self) -> int:
@@ -224,9 +229,11 @@ class SlurmCluster:
                 "MinJobAge=600",
                 "ReturnToService=2",
                 "SchedulerType=sched/backfill",
-                # GPUs are a known resource, but this node has none (no gres.conf).
+                # GPUs are a known resource; the node has one only with fake_gpu.
                 "GresTypes=gpu",
-                f"NodeName={self.node} NodeAddr=127.0.0.1 {hw} State=UNKNOWN",
+                f"NodeName={self.node} NodeAddr=127.0.0.1 {hw}"
+                + (" Gres=gpu:1" if self.fake_gpu else "")
+                + " State=UNKNOWN",
                 f"PartitionName={self.partition} Nodes={self.node} Default=YES"
                 " MaxTime=INFINITE State=UP",
                 "",
@@ -248,6 +255,9 @@ class SlurmCluster:
             # A site gres.conf would give our node GPUs; the GPU test needs it to have none.
             GRES_CONF.rename(f"{GRES_CONF}{BACKUP_SUFFIX}")
             self._gres_moved = True
+        if self.fake_gpu:
+            self._gres_written = True
+            GRES_CONF.write_text(f"{MARKER}\nNodeName={self.node} Name=gpu File=/dev/null\n")
         self._daemon([_which("slurmctld"), "-c"], "slurmctld")
         self._daemon([_which("slurmd")], "slurmd")
         self._wait_idle()
@@ -328,6 +338,9 @@ class SlurmCluster:
             else:
                 SLURM_CONF.unlink(missing_ok=True)
             self._conf_written = False
+        if self._gres_written:
+            GRES_CONF.unlink(missing_ok=True)
+            self._gres_written = False
         if self._gres_moved:
             Path(f"{GRES_CONF}{BACKUP_SUFFIX}").replace(GRES_CONF)
             self._gres_moved = False
@@ -342,5 +355,6 @@ class SlurmCluster:
             if value:
                 _stop_by_pid_file(Path(value), name)
         self._conf_written = True
+        self._gres_written = GRES_CONF.exists() and GRES_CONF.read_text().startswith(MARKER)
         self._gres_moved = Path(f"{GRES_CONF}{BACKUP_SUFFIX}").exists()
         self._restore()

@@ -235,8 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         return child_main(args)
     if not args.probe_only and not args.tracking:
-        parser_error = "error: --tracking is needed to train (only --probe-only runs without it)"
-        print(parser_error, file=sys.stderr)
+        print(
+            "error: --tracking is needed to train (only --probe-only runs without it)",
+            file=sys.stderr,
+        )
         return 2
     return supervise(
         json.loads(args.run), args.prepared, args.tracking, args.record, args.env,

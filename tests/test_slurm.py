@@ -16,7 +16,8 @@ from slurm_cluster import SlurmCluster, Unavailable
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
-RUN_TIMEOUT_S = 480  # the plugin polls forever if it cannot read a job's state
+# Every run has a timeout: the plugin polls forever for a job whose state it cannot read.
+SMOKE_TIMEOUT_S = 600
 
 
 @pytest.fixture(scope="module")
@@ -44,20 +45,23 @@ def checkout(tmp_path_factory):
 
 
 def _site_values(cluster) -> list[str]:
-    """What a user fills in for their site, here for the test cluster's one 2-core node."""
+    """The profile's CHANGE_ME values (and memory) for the test cluster's one small node."""
     mem_mb = min(2000, cluster.real_memory_mb // 2)
-    rules = ("prepare", "calibrate", "probe", "train")
+    timing = ("calibrate", "probe", "train")
     return [
-        # Replaces the profile's list, dropping slurm_account=CHANGE_ME: no accounts here.
+        # Without accounting, sbatch takes any account name.
         "--default-resources",
+        "slurm_account=test",
         f"slurm_partition={cluster.partition}",
         "mem_mb=1000",
         "runtime=30",
+        # The prepare rule's 8 threads would exceed the node: SLURM rejects such a job.
         "--set-threads",
-        *(f"{rule}={cluster.cpus}" for rule in rules),
+        *(f"{rule}={cluster.cpus}" for rule in (*timing, "prepare")),
+        # conf/device asks 8000 MB for a CPU cell, more than a CI machine may have.
         "--set-resources",
-        *(f"{rule}:mem_mb={mem_mb}" for rule in rules),
-        *(f"{rule}:runtime=30" for rule in rules),
+        *(f"{rule}:mem_mb={mem_mb}" for rule in (*timing, "prepare")),
+        *(f"{rule}:cpus_per_gpu=1" for rule in timing),
         # No slurmdbd: sacct knows no jobs, so poll squeue (MinJobAge is long enough).
         "--slurm-status-command",
         "squeue",
@@ -68,20 +72,28 @@ def _site_values(cluster) -> list[str]:
     ]
 
 
-def _snakemake_slurm(cwd, cluster, *config):
+def _snakemake_slurm(cwd, cluster, *config, timeout):
+    # A SLURM job's variables (an outer allocation) or a custom SLURM_CONF would leak in.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_"))}
     env["CUDA_VISIBLE_DEVICES"] = ""
     exe = Path(sys.executable).with_name("snakemake")
     args = [str(exe), "--profile", "profiles/slurm", *_site_values(cluster), "--config", *config]
-    return subprocess.run(
-        args, cwd=cwd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S
-    )
+    try:
+        return subprocess.run(
+            args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired as exc:
+        output = "".join(
+            out.decode(errors="replace") if isinstance(out, bytes) else out or ""
+            for out in (exc.stdout, exc.stderr)
+        )
+        pytest.fail(f"snakemake ran past {timeout} s\n{output[-6000:]}\n{cluster.logs()}")
 
 
 @pytest.fixture(scope="module")
 def smoke(cluster, checkout):
     start = time.monotonic()
-    done = _snakemake_slurm(checkout, cluster, "experiment=smoke")
+    done = _snakemake_slurm(checkout, cluster, "experiment=smoke", timeout=SMOKE_TIMEOUT_S)
     wall = time.monotonic() - start
     print(f"\nsmoke experiment through SLURM: {wall:.0f} s wall time")
     output = done.stdout + done.stderr
@@ -120,11 +132,12 @@ def test_smoke_logs_one_finished_mlflow_run_per_cell(smoke):
 def test_gpu_request_on_a_node_without_gpus_fails_with_slurms_reason(smoke, cluster):
     checkout, _ = smoke
     overrides = 'overrides=["sweep.devices=[gpu0]","device.check_present=false","name=smoke_gpu"]'
-    done = _snakemake_slurm(checkout, cluster, "experiment=smoke", overrides)
+    done = _snakemake_slurm(checkout, cluster, "experiment=smoke", overrides, timeout=180)
     output = done.stdout + done.stderr
     assert done.returncode != 0, output[-3000:]
     # sbatch's own words reach the user through the plugin's error message.
     assert "SLURM sbatch failed" in output, output[-3000:]
     assert "Requested node configuration is not available" in output, output[-3000:]
-    assert "--gpus=1" in output  # the request that SLURM refused
+    # The request SLURM refused: one GPU with cores per GPU (cpus_per_gpu), not a CPU cell's.
+    assert "--gpus=1" in output and "--cpus-per-gpu=1" in output, output[-3000:]
     assert not (checkout / "results/smoke_gpu/runs").exists()

@@ -38,7 +38,11 @@ def cpu_info() -> dict[str, Any]:
                 flags = set(value.split())
     return {
         "model": model,
-        "logical_cores": os.cpu_count(),
+        # The cores this process may use (a SLURM job's share), not the whole node's.
+        "logical_cores": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
+        "node_logical_cores": os.cpu_count(),
         "flags": sorted(f for f in CPU_FLAGS if f in flags),
         # What TensorFlow's oneDNN kernels can use: AVX512_FP16 alone gives it no fast float16.
         "fast_bfloat16": bool(flags & {"amx_bf16", "avx512_bf16"}),

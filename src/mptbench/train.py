@@ -67,11 +67,21 @@ def jit_setting(value: Any) -> Any:
     return value if isinstance(value, bool) else "auto"
 
 
+def require_device(tf, run: dict) -> None:
+    """Fail loudly when a GPU cell's TensorFlow sees no GPU: it would time the CPU instead."""
+    if run["device"]["kind"] == "gpu" and not tf.config.list_physical_devices("GPU"):
+        raise RuntimeError(
+            f"{run['device']['name']} was asked for but TensorFlow sees no GPU "
+            "(is this a CUDA build of TensorFlow, with drivers, on a GPU node?)"
+        )
+
+
 def probe_cell(run: dict, prepared: dict) -> dict[str, Any]:
     """Seconds of one training step on a few images (train.probe_batch_size), measured once
     per variant, device and policy; cells predict their own step time from it."""
     import tensorflow as tf
 
+    require_device(tf, run)
     probe_bs = run["train"]["probe_batch_size"]
     size = prepared["image_size"]
     input_shape, num_classes = (size, size, 3), len(prepared["classes"])
@@ -184,11 +194,7 @@ def run_cell(
     batch_size, policy = cell["batch_size"], run["policy"]["name"]
     started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t_start = time.monotonic()
-    if run["device"]["kind"] == "gpu" and not tf.config.list_physical_devices("GPU"):
-        raise RuntimeError(
-            f"{cell['device']} was asked for but TensorFlow sees no GPU "
-            f"(is this a CUDA build of TensorFlow, with drivers, on a GPU node?)"
-        )
+    require_device(tf, run)
     keras.utils.set_random_seed(run["seed"])
     size = prepared["image_size"]
     input_shape, num_classes = (size, size, 3), len(prepared["classes"])

@@ -25,14 +25,19 @@ def _median(rows: pd.DataFrame, column: str) -> float | None:
     return float(values.median()) if not values.empty else None
 
 
+def _ratio(value: float) -> str:
+    """0.93x, 3.07x; a tiny ratio keeps one significant digit (0.003x) rather than 0.00x."""
+    return f"{value:.2f}x" if value >= 0.1 else f"{value:.1g}x"
+
+
 def peak_sentence(rows: pd.DataFrame, policy: str) -> str | None:
     matmul, conv = _median(rows, "matmul_peak_vs_float32"), _median(rows, "conv_peak_vs_float32")
     if matmul is None:
         return None
     dtype = DTYPE.get(policy, policy)
-    measured = f"{dtype} peak {matmul:.2f}x float32 for matmuls"
+    measured = f"{dtype} peak {_ratio(matmul)} float32 for matmuls"
     if conv is not None:
-        measured += f", {conv:.2f}x for convolution training steps"
+        measured += f", {_ratio(conv)} for convolution training steps"
     worst = min(matmul, conv if conv is not None else matmul)
     if worst < 1 / FAST_RATIO:
         return (
@@ -75,21 +80,24 @@ def mfu_sentence(rows: pd.DataFrame, policy: str) -> str | None:
 
 
 def why(rows: pd.DataFrame) -> list[str]:
-    """The diagnosis sentences for one (variant, device); empty when nothing was measured."""
+    """The diagnosis sentences for one (variant, device); empty when nothing was measured.
+
+    The measured peaks speak for every policy, also one whose cells never ran (a policy
+    skipped as over budget is often one whose kernels are slow); the twin and MFU only for
+    cells that ran.
+    """
+    sentences = []
+    for policy in [p for p in DTYPE if p != "float32" and p in set(rows["policy"])]:
+        sentence = peak_sentence(rows[rows["policy"] == policy], policy)
+        if sentence:
+            sentences.append(sentence)
     ok = rows[rows["outcome"] == "ok"]
     if ok.empty:
-        return []
-    sentences = []
-    policies = [p for p in DTYPE if p in set(ok["policy"])]
-    for policy in policies:
-        if policy != "float32":
-            sentence = peak_sentence(ok[ok["policy"] == policy], policy)
-            if sentence:
-                sentences.append(sentence)
+        return sentences
     sentence = input_sentence(ok)
     if sentence:
         sentences.append(sentence)
-    for policy in policies:
+    for policy in [p for p in DTYPE if p in set(ok["policy"])]:
         sentence = mfu_sentence(ok[ok["policy"] == policy], policy)
         if sentence:
             sentences.append(sentence)

@@ -2,16 +2,15 @@
 
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from slurm_cluster import SlurmCluster, Unavailable
+from workflow_helpers import copy_workflow, snakemake
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -31,17 +30,7 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory):
-    """A copy of the workflow, so the test's results/ and resources/ stay out of the repo."""
-    root = tmp_path_factory.mktemp("slurm_checkout")
-    for name in ("Snakefile", "conf", "workflow", "src", "profiles", "envs"):
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(
-                src, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
-            )
-        else:
-            shutil.copy(src, root / name)
-    return root
+    return copy_workflow(tmp_path_factory.mktemp("slurm_checkout"))
 
 
 def _site_values(cluster) -> list[str]:
@@ -75,13 +64,9 @@ def _site_values(cluster) -> list[str]:
 def _snakemake_slurm(cwd, cluster, *config, timeout):
     # A SLURM job's variables (an outer allocation) or a custom SLURM_CONF would leak in.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_"))}
-    env["CUDA_VISIBLE_DEVICES"] = ""
-    exe = Path(sys.executable).with_name("snakemake")
-    args = [str(exe), "--profile", "profiles/slurm", *_site_values(cluster), "--config", *config]
+    args = ["--profile", "profiles/slurm", *_site_values(cluster), "--config", *config]
     try:
-        return subprocess.run(
-            args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-        )
+        return snakemake(cwd, *args, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as exc:
         output = "".join(
             out.decode(errors="replace") if isinstance(out, bytes) else out or ""

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_workflow import job_counts
+from workflow_helpers import job_counts, snakemake
 
 from mptbench.config import compose_config
 from mptbench.variants import VariantError, make_environment, preflight, sha256_of
@@ -19,11 +19,7 @@ FOUR = 'overrides=["variant=[pypi,pypi_onednn,pypi_xla,source_avx2_fma]"]'
 
 
 def _snakemake(*args):
-    exe = Path(sys.executable).with_name("snakemake")
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    return subprocess.run(
-        [str(exe), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
+    return snakemake(ROOT, *args, timeout=300)
 
 
 @pytest.mark.slow

@@ -1,58 +1,23 @@
 """The workflow as a user runs it: snakemake on the smoke experiment, lint, and dry runs."""
 
 import json
-import os
-import shutil
 import sqlite3
-import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
+from workflow_helpers import copy_workflow, job_counts, snakemake
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
-
-
-def _snakemake(cwd, *args, timeout=600):
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    exe = Path(sys.executable).with_name("snakemake")
-    return subprocess.run(
-        [str(exe), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
-
-
-def job_counts(output: str) -> dict[str, int]:
-    """The "Job stats" table of a Snakemake run or dry run, as {rule: count}."""
-    lines = output[output.index("Job stats:") :].splitlines()[3:]
-    counts = {}
-    for line in lines:
-        parts = line.split()
-        if len(parts) != 2 or not parts[1].isdigit():
-            break
-        counts[parts[0]] = int(parts[1])
-    return counts
 
 
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory):
-    """A copy of the workflow, so the test's results/ and resources/ stay out of the repo."""
-    root = tmp_path_factory.mktemp("checkout")
-    for name in ("Snakefile", "conf", "workflow", "src", "profiles", "envs"):
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(
-                src, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
-            )
-        else:
-            shutil.copy(src, root / name)
-    return root
+    return copy_workflow(tmp_path_factory.mktemp("checkout"))
 
 
 @pytest.fixture(scope="module")
 def smoke(checkout):
-    done = _snakemake(checkout, "--cores", "2", "--config", "experiment=smoke")
+    done = snakemake(checkout, "--cores", "2", "--config", "experiment=smoke")
     assert done.returncode == 0, done.stderr[-3000:]
     return checkout
 
@@ -93,14 +58,14 @@ def test_smoke_run_logs_one_mlflow_run_per_cell(smoke):
 
 
 def test_second_run_does_nothing(smoke):
-    again = _snakemake(smoke, "--cores", "2", "--config", "experiment=smoke")
+    again = snakemake(smoke, "--cores", "2", "--config", "experiment=smoke")
     assert again.returncode == 0
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
 def test_data_target_stops_after_prepare(smoke):
     # Targets go before --config: everything after it is read as config.
-    dry = _snakemake(
+    dry = snakemake(
         smoke, "data", "-n", "--config", "experiment=smoke", "overrides=[dataset.image_size=24]"
     )
     assert dry.returncode == 0, dry.stderr
@@ -109,13 +74,13 @@ def test_data_target_stops_after_prepare(smoke):
 
 
 def test_lint_is_clean(checkout):
-    lint = _snakemake(checkout, "--lint")
+    lint = snakemake(checkout, "--lint")
     assert lint.returncode == 0, lint.stdout + lint.stderr
     assert "Congratulations" in lint.stdout + lint.stderr
 
 
 def test_default_dry_run_lists_the_full_grid(checkout):
-    dry = _snakemake(checkout, "-n")
+    dry = snakemake(checkout, "-n")
     assert dry.returncode == 0, dry.stderr
     out = dry.stdout + dry.stderr
     # CPU only here: 3 policies x 5 batch sizes.
@@ -124,7 +89,7 @@ def test_default_dry_run_lists_the_full_grid(checkout):
 
 
 def test_bad_config_fails_before_any_job_with_one_line(checkout):
-    bad = _snakemake(checkout, "-n", "--config", "overrides=[sweep.batch_sizes=[0]]")
+    bad = snakemake(checkout, "-n", "--config", "overrides=[sweep.batch_sizes=[0]]")
     assert bad.returncode != 0
     assert (
         "mptbench config: sweep.batch_sizes[0]: 0 is not an integer >= 1" in bad.stdout + bad.stderr
@@ -135,7 +100,7 @@ def test_bad_config_fails_before_any_job_with_one_line(checkout):
 def test_variants_run_side_by_side_with_their_own_settings(smoke):
     overrides = 'overrides=["name=smoke_variants","variant=[pypi,pypi_onednn,pypi_xla]",'
     overrides += '"policy=[float32]","sweep.batch_sizes=[8]"]'
-    done = _snakemake(smoke, "--cores", "2", "--config", "experiment=smoke", overrides)
+    done = snakemake(smoke, "--cores", "2", "--config", "experiment=smoke", overrides)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = pd.read_csv(smoke / "results/smoke_variants/report/summary.csv")
     assert sorted(summary["variant"]) == ["pypi", "pypi_onednn", "pypi_xla"]

@@ -2,7 +2,6 @@
 
 import json
 import os
-import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from slurm_cluster import SlurmCluster, Unavailable
-from workflow_helpers import copy_workflow, snakemake
+from workflow_helpers import active_runs, copy_workflow, snakemake
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -105,12 +104,7 @@ def test_smoke_runs_every_cell_as_a_slurm_job(smoke):
 
 def test_smoke_logs_one_finished_mlflow_run_per_cell(smoke):
     checkout, _ = smoke
-    with sqlite3.connect(checkout / "results/mlflow.db") as con:
-        runs = con.execute(
-            "SELECT r.run_uuid, r.status FROM runs r "
-            "JOIN experiments e ON r.experiment_id = e.experiment_id "
-            "WHERE e.name = 'smoke' AND r.lifecycle_stage = 'active'"
-        ).fetchall()
+    runs = active_runs(checkout / "results/mlflow.db", "smoke")
     assert len(runs) == 4 and {status for _, status in runs} == {"FINISHED"}
 
 

@@ -5,7 +5,7 @@ import sqlite3
 
 import pandas as pd
 import pytest
-from workflow_helpers import copy_workflow, job_counts, snakemake
+from workflow_helpers import active_runs, copy_workflow, job_counts, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -36,13 +36,9 @@ def test_smoke_run_reports_every_cell(smoke):
 
 def test_smoke_run_logs_one_mlflow_run_per_cell(smoke):
     db = smoke / "results/mlflow.db"
+    runs = active_runs(db, "smoke")
+    assert len(runs) == 4 and {status for _, status in runs} == {"FINISHED"}
     with sqlite3.connect(db) as con:
-        runs = con.execute(
-            "SELECT r.run_uuid, r.status FROM runs r "
-            "JOIN experiments e ON r.experiment_id = e.experiment_id "
-            "WHERE e.name = 'smoke' AND r.lifecycle_stage = 'active'"
-        ).fetchall()
-        assert len(runs) == 4 and {status for _, status in runs} == {"FINISHED"}
         for run_id, _ in runs:
             params = dict(
                 con.execute("SELECT key, value FROM params WHERE run_uuid = ?", (run_id,))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -43,3 +44,14 @@ def job_counts(output: str) -> dict[str, int]:
             break
         counts[parts[0]] = int(parts[1])
     return counts
+
+
+def active_runs(db: Path, experiment: str) -> list[tuple[str, str]]:
+    """(run id, status) of the runs an MLflow sqlite store holds for an experiment."""
+    with sqlite3.connect(db) as con:
+        return con.execute(
+            "SELECT r.run_uuid, r.status FROM runs r "
+            "JOIN experiments e ON r.experiment_id = e.experiment_id "
+            "WHERE e.name = ? AND r.lifecycle_stage = 'active'",
+            (experiment,),
+        ).fetchall()

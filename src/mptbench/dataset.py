@@ -214,11 +214,12 @@ def prepare(
     }
 
 
-def load(info: dict, split: str, archive: str = ""):
-    """The prepared split as a tf.data.Dataset of (uint8 image, label); reads only the cache."""
+def load(info: dict, split: str):
+    """The prepared split as a tf.data.Dataset of (uint8 image, label); reads only the cache,
+    so the builder needs no archive."""
     _tfds()
     kind = info.get("builder", "mptbench_imagenette")
-    b, _ = _builder_for(kind, archive, info["dataset"], info["image_size"], info["data_dir"])
+    b, _ = _builder_for(kind, "", info["dataset"], info["image_size"], info["data_dir"])
     return b, b.as_dataset(split=split, as_supervised=True, shuffle_files=False)
 
 

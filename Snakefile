@@ -15,5 +15,4 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        REPORT["summary"],
-        REPORT["html"],
+        rules.aggregate.output,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from httpserver import FileServer
 
-from mptbench.fixtures import make_imagenette_archive
+from mptbench.data.fixtures import make_imagenette_archive
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def fixture_archive(tmp_path_factory) -> dict:
 @pytest.fixture(scope="session")
 def prepared32(tmp_path_factory) -> dict:
     """A tfds cache of 32x32 images (4 train, 2 validation per class), as the prepare rule makes."""
-    from mptbench import dataset
+    from mptbench.data import cache as dataset
 
     root = tmp_path_factory.mktemp("prepared32")
     made = make_imagenette_archive(

@@ -110,3 +110,26 @@ def test_variants_run_side_by_side_with_their_own_settings(smoke):
     assert record["config"]["variant"]["env"] == {"TF_ENABLE_ONEDNN_OPTS": "1"}
     assert record["config"]["variant"]["installed"]["tensorflow"] == "2.21.0"
     assert "TensorFlow variants" in (smoke / "results/smoke_variants/report/index.html").read_text()
+
+
+def test_a_policy_added_by_override_alone_gets_its_own_dtype(smoke):
+    """Adding a policy is adding its facts: no table in the code needs to know its name."""
+    overrides = (
+        'overrides=["name=smoke_policy","policy=[float32]","sweep.batch_sizes=[4]",'
+        '"+policy.bf16_copy={compute_dtype:bfloat16,variable_dtype:float32,loss_scaling:none}"]'
+    )
+    done = snakemake(smoke, "--cores", "2", "--config", "experiment=smoke", overrides)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = pd.read_csv(smoke / "results/smoke_policy/report/summary.csv").set_index("policy")
+    assert summary.loc["bf16_copy", "compute_dtype"] == "bfloat16"
+    assert summary.loc["bf16_copy", "outcome"] == "ok"
+    calibration = json.loads((smoke / "results/calibration/pypi/cpu.json").read_text())
+    bf16_peak = calibration["matmul"]["bfloat16"]["tflops"]
+    assert summary.loc["bf16_copy", "peak_tflops"] == pytest.approx(bf16_peak)
+    assert summary.loc["bf16_copy", "mfu"] == pytest.approx(
+        summary.loc["bf16_copy", "achieved_tflops"] / bf16_peak
+    )
+    html = (smoke / "results/smoke_policy/report/index.html").read_text()
+    diagnosis = html.split("<b>Diagnosis.</b>", 1)[1].split("</p>", 1)[0]
+    assert "bf16_copy: median speedup" in diagnosis
+    assert "bf16_copy reached" in diagnosis and "bfloat16 peak" in diagnosis

@@ -1,36 +1,37 @@
 # Composes the Hydra config once, expands the grid and names every path the rules share.
-import json
 import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+SRC = Path(workflow.basedir) / "src"
+sys.path.insert(0, str(SRC))
 
 from mptbench.config import (
     Cell,
-    RUN_LOG,
-    RUN_RECORD,
     ConfigError,
-    archive_name,
+    check_workflow_config,
     compose_config,
-    dataset_key,
     expand_devices,
     grid,
     run_config,
 )
-from mptbench.download import is_remote
+from mptbench.config import layout
+from mptbench.data.download import is_remote
+from mptbench.devices import PATTERN as DEVICE_PATTERN, Device
 
 
 envvars:
     "PATH",
 
 
-# Rules run `python`: the interpreter that runs Snakemake, whether or not its venv is active.
+# Every job's script runs the interpreter that runs Snakemake, whether or not its venv is
+# active (workflow/scripts/_job.py puts this checkout's src/ first on its path).
 os.environ["PATH"] = os.pathsep.join(
-    [str(Path(sys.executable).parent), os.environ.get("PATH", "")]
+    [str(Path(sys.executable).parent), os.environ["PATH"]]
 )
 
 try:
+    check_workflow_config(config)
     CFG = compose_config(
         Path(workflow.basedir) / "conf",
         config.get("experiment"),
@@ -48,24 +49,16 @@ CELLS = grid(CFG, DEVICES)
 CELL_BY_WILDCARDS = {
     tuple(str(v) for v in cell.wildcards(EXPERIMENT).values()): cell for cell in CELLS
 }
-ARCHIVE = f"resources/downloads/{archive_name(DATASET)}"
-PREPARED = f"resources/tfds/{dataset_key(DATASET)}.json"
-TRACKING = f"results/{EXPERIMENT}/mlflow_experiment.json"
-REPORT = {
-    "summary": f"results/{EXPERIMENT}/report/summary.csv",
-    "html": f"results/{EXPERIMENT}/report/index.html",
-    "plots": [
-        f"results/{EXPERIMENT}/report/ms_per_step.png",
-        f"results/{EXPERIMENT}/report/published_ms_per_step.png",
-    ],
-}
-RECORDS = [RUN_RECORD.format(**cell.wildcards(EXPERIMENT)) for cell in CELLS]
-CALIBRATION = "results/calibration/{variant}/{device}.json"
-VARIANT_ENV = "resources/envs/{variant}.json"
-PROBE = "results/{experiment}/probes/{variant}/{device}/{policy}.json"
-WHEEL_MANIFEST = "resources/wheels/{variant}.json"
+ARCHIVE = layout.DOWNLOAD.format(archive=layout.archive_name(DATASET))
+PREPARED = layout.prepared(DATASET)
+TRACKING = layout.TRACKING.format(experiment=EXPERIMENT)
+REPORT_DIR = layout.REPORT_DIR.format(experiment=EXPERIMENT)
+RECORDS = [layout.RUN_RECORD.format(**cell.wildcards(EXPERIMENT)) for cell in CELLS]
 CALIBRATIONS = sorted(
-    {CALIBRATION.format(variant=cell.variant, device=cell.device) for cell in CELLS}
+    {
+        layout.CALIBRATION.format(variant=cell.variant, device=cell.device)
+        for cell in CELLS
+    }
 )
 
 # Timing jobs never share a device: each device is a resource of capacity 1 (unless the
@@ -77,66 +70,82 @@ for _device in DEVICES:
 
 wildcard_constraints:
     variant=r"[A-Za-z0-9_]+",
-    device=r"cpu|gpu\d+",
+    device=DEVICE_PATTERN,
     policy=r"[A-Za-z0-9_]+",
     batch_size=r"\d+",
 
 
 def cell_of(wildcards):
-    key = (
-        wildcards.experiment,
-        wildcards.variant,
-        wildcards.device,
-        wildcards.policy,
-        wildcards.batch_size,
-    )
+    key = tuple(str(wildcards[k]) for k in ("experiment", *Cell.__dataclass_fields__))
     if key not in CELL_BY_WILDCARDS:
         raise WorkflowError(f"{'/'.join(key)} is not a cell of experiment {EXPERIMENT}")
     return CELL_BY_WILDCARDS[key]
 
 
-def train_run_json(wildcards):
-    return json.dumps(run_config(CFG, cell_of(wildcards)), sort_keys=True)
+def train_run(wildcards):
+    return run_config(CFG, cell_of(wildcards))
 
 
-def variant_json(wildcards):
-    return json.dumps({"name": wildcards.variant, **CFG["variant"][wildcards.variant]})
+def probe_run(wildcards):
+    cell = Cell(
+        wildcards.variant,
+        wildcards.device,
+        wildcards.policy,
+        CFG["train"]["probe_batch_size"],
+    )
+    return run_config(CFG, cell)
 
 
-def calibrate_settings_json(wildcards):
-    return json.dumps(_device_settings(wildcards)["calibrate"])
+def probe_of_cell(wildcards):
+    """The probe a cell predicts its step time from, when a step-time limit is set."""
+    if not CFG["train"]["max_step_seconds"]:
+        return []
+    keys = ("experiment", "variant", "device", "policy")
+    return layout.PROBE.format(**{k: wildcards[k] for k in keys})
 
 
-def train_threads(wildcards):
-    if wildcards.device != "cpu":
-        return CFG["device"]["gpu"]["threads"]
+def variant_of(wildcards):
+    if wildcards.variant not in CFG["variant"]:
+        raise WorkflowError(f"variant {wildcards.variant} is not in this experiment")
+    return {"name": wildcards.variant, **CFG["variant"][wildcards.variant]}
+
+
+def device_of(wildcards):
+    return Device(wildcards.device)
+
+
+def calibrate_settings(wildcards):
+    return device_of(wildcards).settings(CFG["device"])["calibrate"]
+
+
+def timing_threads(wildcards):
+    """A CPU timing job takes every core Snakemake has; a GPU job its configured few."""
+    device = device_of(wildcards)
+    if device.is_gpu:
+        return device.settings(CFG["device"])["threads"]
     try:
         return workflow.cores
     except WorkflowError:  # no --cores (e.g. a cluster run): the profile sets threads
         return 1
 
 
-def _device_settings(wildcards):
-    return CFG["device"]["cpu" if wildcards.device == "cpu" else "gpu"]
+def device_mem_mb(wildcards):
+    return device_of(wildcards).settings(CFG["device"])["mem_mb"]
 
 
-def train_mem_mb(wildcards):
-    return _device_settings(wildcards)["mem_mb"]
+def device_runtime(wildcards):
+    return device_of(wildcards).settings(CFG["device"])["runtime_min"]
 
 
-def train_runtime(wildcards):
-    return _device_settings(wildcards)["runtime_min"]
-
-
-def train_gpus(wildcards):
-    return 0 if wildcards.device == "cpu" else 1
+def device_gpus(wildcards):
+    return device_of(wildcards).gpus()
 
 
 def _timing_slot(device):
     return lambda wildcards: int(wildcards.device == device)
 
 
-# One resource per device: resources: **TIMING_SLOTS in the train rule.
+# One resource per device: resources: **TIMING_SLOTS in every timing rule.
 TIMING_SLOTS = {f"timing_{device}": _timing_slot(device) for device in DEVICES}
 
 
@@ -154,21 +163,11 @@ def output_dir(wildcards, output):
     return str(Path(output[0]).parent)
 
 
-def fixture_options(wildcards):
-    return json.dumps(DATASET.get("fixture") or {})
-
-
-def variant_of(wildcards):
-    if wildcards.variant not in CFG["variant"]:
-        raise WorkflowError(f"variant {wildcards.variant} is not in this experiment")
-    return CFG["variant"][wildcards.variant]
-
-
-def built_wheel(wildcards):
-    """The build rule's manifest, for a variant that builds its wheel and was given none."""
+def built_wheels(wildcards):
+    """The build rule's wheel folder, for a variant that builds its wheel and was given none."""
     variant = variant_of(wildcards)
     if variant["build"] and not variant["wheel"]:
-        return WHEEL_MANIFEST.format(variant=wildcards.variant)
+        return layout.WHEELS.format(variant=wildcards.variant)
     return []
 
 
@@ -182,26 +181,3 @@ def build_copts(wildcards):
 
 def build_resource(key, default):
     return lambda wildcards: (variant_of(wildcards)["build"] or {}).get(key, default)
-
-
-def wheel_manifest_path(wildcards, input):
-    return input.wheel or ""
-
-
-def probe_of_cell(wildcards):
-    """The probe a cell predicts its step time from, when a step-time limit is set."""
-    if not CFG["train"]["max_step_seconds"]:
-        return []
-    return PROBE.format(
-        **{k: wildcards[k] for k in ("experiment", "variant", "device", "policy")}
-    )
-
-
-def probe_run_json(wildcards):
-    cell = Cell(
-        wildcards.variant,
-        wildcards.device,
-        wildcards.policy,
-        CFG["train"]["probe_batch_size"],
-    )
-    return json.dumps(run_config(CFG, cell), sort_keys=True)

@@ -2,10 +2,10 @@
 
 
 rule make_fixture:
-    # Only the smoke dataset has a fixture: an archive in Imagenette's layout, made here.
+    # Only the smoke datasets have a fixture: an archive in the real layout, made here.
     output:
-        archive="resources/fixtures/{archive}",
-        sha256="resources/fixtures/{archive}.sha256",
+        archive=layout.FIXTURE,
+        sha256=f"{layout.FIXTURE}.sha256",
     log:
         "resources/logs/make_fixture/{archive}.log",
     wildcard_constraints:
@@ -14,11 +14,10 @@ rule make_fixture:
     conda:
         "../../envs/mptbench.yaml"
     params:
-        fixture=fixture_options,
+        fixture=DATASET.get("fixture") or {},
         builder=DATASET["builder"],
-    shell:
-        "python workflow/scripts/make_fixture.py --archive {output.archive}"
-        " --builder {params.builder} --options {params.fixture:q} > {log} 2>&1"
+    script:
+        "../scripts/make_fixture.py"
 
 
 rule download:
@@ -36,9 +35,8 @@ rule download:
         url=DATASET["url"],
         sha256=DATASET["sha256"] or "",
         sha256_url=DATASET["sha256_url"] or "",
-    shell:
-        "python workflow/scripts/download.py --url {params.url:q} --dest {output.archive}"
-        " --sha256={params.sha256:q} --sha256-url={params.sha256_url:q} > {log} 2>&1"
+    script:
+        "../scripts/download.py"
 
 
 rule prepare:
@@ -47,7 +45,7 @@ rule prepare:
     output:
         info=PREPARED,
     log:
-        f"resources/logs/prepare/{dataset_key(DATASET)}.log",
+        f"resources/logs/prepare/{layout.dataset_key(DATASET)}.log",
     conda:
         "../../envs/mptbench.yaml"
     threads: 8
@@ -59,11 +57,8 @@ rule prepare:
         image_size=DATASET["image_size"],
         builder=DATASET["builder"],
         data_dir=output_dir,
-    shell:
-        "python workflow/scripts/prepare.py --archive {input.archive} --name {params.name:q}"
-        " --image-size {params.image_size} --data-dir {params.data_dir} --info {output.info}"
-        " --threads {threads} --builder {params.builder}"
-        " > {log} 2>&1"
+    script:
+        "../scripts/prepare.py"
 
 
 rule data:

@@ -1,4 +1,4 @@
-# Report: every run record -> summary.csv and index.html (tables, plot, published numbers).
+# Report: every run record -> summary.csv and index.html (tables, plots, published numbers).
 
 
 rule aggregate:
@@ -6,14 +6,13 @@ rule aggregate:
         records=RECORDS,
         calibrations=CALIBRATIONS,
     output:
-        summary=REPORT["summary"],
-        html=REPORT["html"],
-        plots=REPORT["plots"],
+        summary=f"{REPORT_DIR}/summary.csv",
+        html=f"{REPORT_DIR}/index.html",
+        plots=expand("{folder}/{plot}", folder=REPORT_DIR, plot=layout.REPORT_PLOTS),
     log:
         f"results/{EXPERIMENT}/logs/aggregate.log",
     localrule: True
     conda:
         "../../envs/mptbench.yaml"
-    shell:
-        "python workflow/scripts/aggregate.py --records {input.records} --summary {output.summary}"
-        " --calibration {input.calibrations} --html {output.html} > {log} 2>&1"
+    script:
+        "../scripts/aggregate.py"

@@ -11,14 +11,10 @@ rule tracking_init:
     conda:
         "../../envs/mptbench.yaml"
     params:
-        uri=CFG["tracking"]["uri"],
-        artifact_root=CFG["tracking"]["artifact_root"] or "",
+        tracking=CFG["tracking"],
         name=EXPERIMENT,
-        system_metrics=str(CFG["tracking"]["system_metrics"]).lower(),
-    shell:
-        "python workflow/scripts/init_tracking.py --uri {params.uri:q} --name {params.name:q}"
-        " --artifact-root={params.artifact_root:q} --system-metrics {params.system_metrics}"
-        " --output {output} > {log} 2>&1"
+    script:
+        "../scripts/init_tracking.py"
 
 
 rule probe:
@@ -26,72 +22,67 @@ rule probe:
     # its step time from it and skips (over_budget) what would exceed train.max_step_seconds.
     input:
         prepared=PREPARED,
-        env=VARIANT_ENV,
+        env=layout.VARIANT_ENV,
     output:
-        PROBE,
+        layout.PROBE,
     log:
-        "results/{experiment}/logs/probe/{variant}/{device}/{policy}.log",
+        layout.PROBE_LOG,
     conda:
         "../../envs/mptbench.yaml"
-    threads: train_threads
+    threads: timing_threads
     resources:
         **TIMING_SLOTS,
-        mem_mb=train_mem_mb,
-        runtime=train_runtime,
-        gpu=train_gpus,
+        mem_mb=device_mem_mb,
+        runtime=device_runtime,
+        gpu=device_gpus,
     params:
-        run=probe_run_json,
-    shell:
-        "python workflow/scripts/train.py --probe-only --run {params.run:q}"
-        " --prepared {input.prepared} --env {input.env} --record {output} > {log} 2>&1"
+        run=probe_run,
+    script:
+        "../scripts/probe.py"
 
 
 rule train:
     input:
         prepared=PREPARED,
         tracking=TRACKING,
-        env=VARIANT_ENV,
+        env=layout.VARIANT_ENV,
         probe=probe_of_cell,
     output:
-        record=RUN_RECORD,
+        record=layout.RUN_RECORD,
     log:
-        RUN_LOG,
+        layout.RUN_LOG,
     conda:
         "../../envs/mptbench.yaml"
-    threads: train_threads
+    threads: timing_threads
     resources:
         **TIMING_SLOTS,
-        mem_mb=train_mem_mb,
-        runtime=train_runtime,
-        gpu=train_gpus,
+        mem_mb=device_mem_mb,
+        runtime=device_runtime,
+        gpu=device_gpus,
     params:
-        run=train_run_json,
-    shell:
-        "python workflow/scripts/train.py --run {params.run:q} --prepared {input.prepared}"
-        " --tracking {input.tracking} --env {input.env} --probe={input.probe:q}"
-        " --record {output.record} > {log} 2>&1"
+        run=train_run,
+    script:
+        "../scripts/train.py"
 
 
 rule calibrate:
     # The device's measured peak per dtype, with the variant's TensorFlow and settings.
     input:
-        env=VARIANT_ENV,
+        env=layout.VARIANT_ENV,
     output:
-        CALIBRATION,
+        layout.CALIBRATION,
     log:
         "results/calibration/{variant}/{device}.log",
     conda:
         "../../envs/mptbench.yaml"
-    threads: train_threads
+    threads: timing_threads
     resources:
         **TIMING_SLOTS,
-        mem_mb=train_mem_mb,
+        mem_mb=device_mem_mb,
         runtime=30,
-        gpu=train_gpus,
+        gpu=device_gpus,
     params:
-        variant=variant_json,
-        settings=calibrate_settings_json,
-    shell:
-        "python workflow/scripts/calibrate.py --device {wildcards.device} --env {input.env}"
-        " --variant {params.variant:q} --settings {params.settings:q} --output {output}"
-        " > {log} 2>&1"
+        variant=variant_of,
+        settings=calibrate_settings,
+    script:
+        "../scripts/calibrate.py"

@@ -1,7 +1,17 @@
 """Aggregate every run record into summary.csv and index.html (tables, diagnosis, plots)."""
 
-import _bootstrap  # noqa: F401
+from _job import run
 
-from mptbench.report import main
+from mptbench.report.aggregate import write_report
+from mptbench.report.records import ReportError
 
-raise SystemExit(main())
+
+def work():
+    output = snakemake.output
+    write_report(
+        list(snakemake.input.records), output.summary, output.html,
+        list(snakemake.input.calibrations),
+    )  # fmt: skip
+
+
+run(snakemake, work, (ReportError,))

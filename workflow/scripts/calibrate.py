@@ -1,9 +1,16 @@
-"""Measure a device's matmul and convolution TFLOP/s per dtype (the calibrate rule)."""
+"""Measure a device's matmul and convolution TFLOP/s per dtype, in the variant's Python."""
 
-import sys
+from _job import run
 
-import _bootstrap  # noqa: F401
+from mptbench.measure.calibrate import calibrate_variant
 
-from mptbench.calibrate import main
 
-sys.exit(main())
+def work():
+    params = snakemake.params
+    return calibrate_variant(
+        snakemake.wildcards.device, params.variant, params.settings, snakemake.input.env,
+        snakemake.output[0],
+    )  # fmt: skip
+
+
+run(snakemake, work)

@@ -1,32 +1,19 @@
 """Build the tensorflow-datasets cache of resized images from a verified archive."""
 
-import argparse
-import sys
+from _job import run
 
-import _bootstrap  # noqa: F401
+from mptbench.data.builder import DatasetError
+from mptbench.data.cache import prepare
+from mptbench.files import write_json
 
-from mptbench.dataset import DatasetError, prepare, write_json
 
-parser = argparse.ArgumentParser(description=__doc__)
-parser.add_argument("--archive", required=True)
-parser.add_argument("--name", required=True, help="dataset name (part of the cache's key)")
-parser.add_argument("--image-size", type=int, required=True)
-parser.add_argument("--data-dir", required=True)
-parser.add_argument("--threads", type=int, default=None, help="images decoded at once")
-parser.add_argument("--builder", default="imagenette", choices=["imagenette", "cifar10"])
-parser.add_argument("--info", required=True, help="JSON written when the cache is complete")
-args = parser.parse_args()
-try:
+def work():
+    params = snakemake.params
     info = prepare(
-        args.archive,
-        args.name,
-        args.image_size,
-        args.data_dir,
-        log=lambda line: print(line, flush=True),
-        threads=args.threads,
-        kind=args.builder,
-    )
-except DatasetError as exc:
-    print(f"error: {exc}", file=sys.stderr)
-    sys.exit(1)
-write_json(args.info, info)
+        snakemake.input.archive, params.name, params.image_size, params.data_dir,
+        threads=snakemake.threads, kind=params.builder,
+    )  # fmt: skip
+    write_json(snakemake.output.info, info)
+
+
+run(snakemake, work, (DatasetError,))

@@ -1,9 +1,15 @@
 """Train one grid cell (in a supervised child process) and write its run record."""
 
-import sys
+from _job import run
 
-import _bootstrap  # noqa: F401
+from mptbench.train.supervisor import supervise
 
-from mptbench.cell import main
 
-sys.exit(main())
+def work():
+    return supervise(
+        snakemake.params.run, snakemake.input.prepared, snakemake.input.tracking,
+        snakemake.output.record, snakemake.input.env, probe=str(snakemake.input.probe) or None,
+    )  # fmt: skip
+
+
+run(snakemake, work)

@@ -1,0 +1,104 @@
+"""Compose the Hydra configuration (conf/) from an experiment and overrides, then check it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from mptbench.config import checks, schema
+from mptbench.config.errors import ConfigError
+
+# What `snakemake --config KEY=VALUE` may set; anything else is a typo to stop on.
+WORKFLOW_KEYS = ("experiment", "overrides")
+
+
+def check_workflow_config(config: dict[str, Any]) -> None:
+    """Snakemake's own --config keys: a misspelt one would otherwise be silently ignored."""
+    for key in config:
+        if key not in WORKFLOW_KEYS:
+            raise ConfigError(
+                f"--config {key}=...: unknown key '{key}' (allowed: {', '.join(WORKFLOW_KEYS)})"
+            )
+
+
+def parse_overrides(value: Any) -> list[str]:
+    """Overrides as Snakemake's --config hands them over: a YAML list, or one string.
+
+    `--config 'overrides=["a=[1,2]","b=3"]'` arrives as a list; the unquoted
+    `--config overrides=[a=[1,2],b=3]` arrives as the string "[a=[1,2],b=3]", which is
+    split on the commas that are not inside brackets or quotes.
+    """
+    if value is None or value == "":
+        return []
+    if isinstance(value, list | tuple):
+        return [str(v) for v in value]
+    if not isinstance(value, str):
+        raise ConfigError(f"overrides: expected a list of Hydra overrides, got {value!r}")
+    text = value.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    parts, depth, quote, current = [], 0, None, []
+    for char in text:
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "[{(":
+            depth += 1
+        elif char in "]})":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append("".join(current).strip())
+            current = []
+            continue
+        current.append(char)
+    parts.append("".join(current).strip())
+    return [p for p in parts if p]
+
+
+def options(conf_dir: Path, group: str) -> list[str]:
+    """The options of a config group: its yaml files' names."""
+    return sorted(p.stem for p in (Path(conf_dir) / group).glob("*.yaml"))
+
+
+def _composition_error(conf_dir: Path, exc: Exception) -> ConfigError:
+    text = str(exc)
+    missing = re.search(r"Could not (?:find|load) '([\w/]+)/([^/']+)'", text)
+    if missing:
+        group, option = missing.groups()
+        allowed = ", ".join(options(conf_dir, group))
+        return ConfigError(f"unknown {group} '{option}' (allowed: {allowed})")
+    env = re.search(r"Environment variable '(\w+)' not found", text)
+    if env:
+        return ConfigError(
+            f"{env.group(1)} is not set; this configuration reads it (e.g. tracking=server)"
+        )
+    key = re.search(r"Could not override '([^']+)'", text)
+    if key:
+        return ConfigError(f"override of unknown key '{key.group(1)}': no such key in the config")
+    return ConfigError(text.strip().splitlines()[0])
+
+
+def compose_config(
+    conf_dir: str | Path, experiment: str | None = None, overrides: Any = None
+) -> dict[str, Any]:
+    """Compose conf/config.yaml with an experiment and overrides; return a checked dict."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    conf_dir = Path(conf_dir).resolve()
+    override_list = parse_overrides(overrides)
+    if experiment:
+        override_list.append(f"experiment={experiment}")
+    try:
+        with initialize_config_dir(str(conf_dir), version_base="1.3"):
+            composed = compose("config", overrides=override_list)
+        cfg = OmegaConf.to_container(composed, resolve=True)
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise _composition_error(conf_dir, exc) from None
+    schema.validate(cfg)
+    checks.check(cfg)
+    return cfg

@@ -1,0 +1,45 @@
+"""Where everything lives: one path pattern per kind of file (results/ and resources/).
+
+The Snakemake rules and the library both take their paths from here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+RESULTS = "results/{experiment}"
+# One path per run; its wildcards spell the grid cell. The aggregate step reads these.
+RUN_RECORD = RESULTS + "/runs/{variant}/{device}/{policy}/bs{batch_size}.json"
+RUN_LOG = RESULTS + "/logs/train/{variant}/{device}/{policy}/bs{batch_size}.log"
+PROBE = RESULTS + "/probes/{variant}/{device}/{policy}.json"
+PROBE_LOG = RESULTS + "/logs/probe/{variant}/{device}/{policy}.log"
+TRACKING = RESULTS + "/mlflow_experiment.json"
+REPORT_DIR = RESULTS + "/report"
+# The report's plots, beside its index.html.
+PLOT = "ms_per_step.png"
+PUBLISHED_PLOT = "published_ms_per_step.png"
+REPORT_PLOTS = (PLOT, PUBLISHED_PLOT)
+CALIBRATION = "results/calibration/{variant}/{device}.json"
+VARIANT_ENV = "resources/envs/{variant}.json"
+WHEELS = "resources/wheels/{variant}"
+BAZELISK = "resources/build/{variant}/bazelisk.path"
+SOURCE_TREE = "resources/build/{variant}/tensorflow"
+FIXTURE = "resources/fixtures/{archive}"
+DOWNLOAD = "resources/downloads/{archive}"
+TFDS = "resources/tfds"
+
+
+def dataset_key(dataset: dict[str, Any]) -> str:
+    """Names the prepared cache: dataset and image size (the builder version is inside)."""
+    return f"{dataset['name']}-{dataset['image_size']}px"
+
+
+def prepared(dataset: dict[str, Any]) -> str:
+    """The prepare rule's output: what the train jobs need to read the cache."""
+    return f"{TFDS}/{dataset_key(dataset)}.json"
+
+
+def archive_name(dataset: dict[str, Any]) -> str:
+    url = str(dataset["url"])
+    name = url.rstrip("/").rsplit("/", 1)[-1]
+    return name if name.endswith((".tgz", ".tar.gz", ".tar")) else f"{dataset['name']}.tgz"

@@ -1,0 +1,60 @@
+"""The prepared cache: build it once from a verified archive, then read it in train jobs.
+
+tfds writes into a temporary folder and renames it when complete, so a build killed midway
+leaves nothing a later run reads. Another image size builds a new cache beside the old one.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from mptbench.data.builder import DatasetError, builder_for, spec_of, tfds_offline
+
+
+def prepare(
+    archive: str | Path,
+    dataset_name: str,
+    image_size: int,
+    data_dir: str | Path,
+    log=print,
+    threads: int | None = None,
+    kind: str = "imagenette",
+) -> dict:
+    """Build the cache (a no-op when it exists); return what the train jobs need to read it."""
+    tfds = tfds_offline()
+    started = time.monotonic()
+    b = builder_for(kind, archive, dataset_name, image_size, data_dir, threads)
+    log(f"preparing {b.name}/{b.builder_config.name}/{b.version} in {data_dir}")
+    b.download_and_prepare(
+        download_config=tfds.download.DownloadConfig(
+            try_download_gcs=False, compute_stats=tfds.download.ComputeStatsMode.SKIP
+        )
+    )
+    counts = {split: int(b.info.splits[split].num_examples) for split in spec_of(kind).splits}
+    if not counts["train"]:
+        raise DatasetError(f"{archive}: no training images found in the archive")
+    elapsed = time.monotonic() - started
+    total = sum(counts.values())
+    log(
+        f"prepared {total} images in {elapsed:.1f} s "
+        f"({total / max(elapsed, 1e-9):.0f} images/s): {counts}"
+    )
+    return {
+        "dataset": dataset_name,
+        "image_size": image_size,
+        "data_dir": str(data_dir),
+        "builder": b.name,
+        "config": b.builder_config.name,
+        "version": str(b.version),
+        "splits": counts,
+        "classes": list(spec_of(kind).class_names),
+        "seconds": round(elapsed, 2),
+    }
+
+
+def load(info: dict, split: str):
+    """The prepared split as a tf.data.Dataset of (uint8 image, label); reads only the cache,
+    so the builder needs no archive."""
+    b = builder_for(info["builder"], "", info["dataset"], info["image_size"], info["data_dir"])
+    return b, b.as_dataset(split=split, as_supervised=True, shuffle_files=False)

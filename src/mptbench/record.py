@@ -1,0 +1,93 @@
+"""The run record's fields, described once: what the record, summary.csv, MLflow and the
+report's run table read.
+
+A field's `path` says where it lives in a run record (dotted, into nested dicts); a field
+without a path is worked out by the report from several records (speedups, peaks, MFU).
+Adding a column is adding a line here (and, for a measured one, setting it in the cell).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: type
+    path: str | None = ""  # "" = the field's own name at the top of the record
+    metric: bool = False  # logged as an MLflow metric of the cell's run
+    runs_table: bool = False  # shown in the report's table of runs
+    doc: str = ""
+
+    @property
+    def numeric(self) -> bool:
+        return self.type in (int, float)
+
+    @property
+    def derived(self) -> bool:
+        return self.path is None
+
+    def read(self, record: dict[str, Any]) -> Any:
+        value: Any = record
+        for key in (self.path or self.name).split("."):
+            if not isinstance(value, dict):
+                return None
+            value = value.get(key)
+        return value
+
+
+F = Field
+FIELDS: tuple[Field, ...] = (
+    F("experiment", str),
+    F("model", str),
+    F("dataset", str),
+    F("image_size", int),
+    F("variant", str, runs_table=True),
+    F("device", str, runs_table=True),
+    F("device_name", str, None, doc="GPU name or CPU model, from the fingerprint"),
+    F("compute_capability", float, None),
+    F("fast_float16", bool, None),
+    F("fast_bfloat16", bool, None),
+    F("cpu_flags", str, None),
+    F("policy", str, runs_table=True),
+    F("compute_dtype", str, "config.policy.compute_dtype"),
+    F("batch_size", int, runs_table=True),
+    F("outcome", str, runs_table=True),
+    F("reason", str, runs_table=True),
+    F("ms_per_step", float, metric=True, runs_table=True, doc="median of the timed steps"),
+    F("ms_per_step_p10", float, metric=True),
+    F("ms_per_step_p90", float, metric=True),
+    F("images_per_sec", float, metric=True),
+    F("timed_steps", int, metric=True, runs_table=True),
+    F("speedup_vs_float32", float, None),
+    F("synthetic_ms_per_step", float, metric=True, doc="the same steps on in-memory data"),
+    F("input_bound_ratio", float, metric=True),
+    F("flops_per_step", float, metric=True),
+    F("achieved_tflops", float, metric=True),
+    F("peak_tflops", float, None),
+    F("mfu", float, None),
+    F("matmul_peak_vs_float32", float, None),
+    F("conv_peak_vs_float32", float, None),
+    F("onednn", str, "fingerprint.onednn"),
+    F("xla", bool, "fingerprint.xla"),
+    F("tf_unused_cpu_instructions", str, None),
+    F("wheel", str, "config.variant.installed.wheel"),
+    F("wheel_sha256", str, "config.variant.installed.wheel_sha256"),
+    F("build_warning", str, "config.variant.installed.warning"),
+    F("final_val_accuracy", float, metric=True),
+    F("predicted_step_s", float, metric=True, runs_table=True),
+    F("duration_s", float, metric=True),
+    F("started_at", str),
+    F("tensorflow", str, "fingerprint.tensorflow"),
+    F("keras", str, "fingerprint.keras"),
+    F("host", str, "fingerprint.host", runs_table=True),
+    F("mlflow_run_id", str, runs_table=True),
+)
+BY_NAME = {f.name: f for f in FIELDS}
+COLUMNS = [f.name for f in FIELDS]
+METRICS = [f.name for f in FIELDS if f.metric]
+RUNS_TABLE = [f.name for f in FIELDS if f.runs_table]
+# What every run record must say, or the report cannot place it.
+REQUIRED = ("device", "policy", "batch_size", "outcome")

@@ -1,0 +1,1 @@
+"""The report: summary.csv, the diagnosis, plots and the HTML page."""

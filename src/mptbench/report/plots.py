@@ -1,0 +1,107 @@
+"""The report's plots: median ms/step against batch size, ours and the published ones."""
+
+from __future__ import annotations
+
+import io
+import math
+from functools import partial
+
+import matplotlib
+import pandas as pd
+
+matplotlib.use("Agg")  # cluster nodes have no display; must precede pyplot
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullLocator  # noqa: E402
+from matplotlib.transforms import blended_transform_factory  # noqa: E402
+
+from mptbench.config.layout import PLOT, PUBLISHED_PLOT  # noqa: E402
+from mptbench.report.summary import groups, policies  # noqa: E402
+from mptbench.train.outcomes import WORDS  # noqa: E402
+
+POLICY_COLOR = {"float32": "C0", "mixed_float16": "C1", "mixed_bfloat16": "C2"}
+
+
+def _minor_label(ax, value: float, _position) -> str:
+    """Plain numbers on a log axis; over more than a decade only 2, 3 and 5 (others would crowd)."""
+    low, high = ax.get_ylim()
+    mantissa = round(value / 10 ** math.floor(math.log10(value)))
+    return f"{value:g}" if high / low < 10 or mantissa in (2, 3, 5) else ""
+
+
+def _batch_axis(ax, rows: pd.DataFrame) -> None:
+    batch_sizes = sorted(int(b) for b in set(rows["batch_size"]))
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(batch_sizes[0] / 1.4, batch_sizes[-1] * 1.4)
+    ax.set_xticks(batch_sizes, [str(b) for b in batch_sizes])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("ms/step (median)")
+
+
+def _policy_lines(ax, rows: pd.DataFrame, ok: pd.DataFrame) -> None:
+    # Cells without a timing are named along the bottom, so a gap is not mistaken for no run.
+    bottom = blended_transform_factory(ax.transData, ax.transAxes)
+    for i, p in enumerate(policies(rows)):
+        color = POLICY_COLOR.get(p, f"C{3 + i}")
+        points = ok[ok["policy"] == p].sort_values("batch_size")
+        if not points.empty:
+            ax.plot(points["batch_size"], points["ms_per_step"], marker="o", label=p, color=color)
+        for _, row in rows[(rows["policy"] == p) & ~rows.index.isin(ok.index)].iterrows():
+            word = WORDS.get(row["outcome"], str(row["outcome"]))
+            ax.text(
+                row["batch_size"], 0.03 + 0.07 * i, word, transform=bottom, color=color,
+                ha="center", fontsize=7,
+            )  # fmt: skip
+
+
+def _time_axis(ax, rows: pd.DataFrame, ok: pd.DataFrame) -> None:
+    ax.set_yscale("log")
+    if len(ok) < len(rows):
+        # Room under the lowest point for the words naming cells without a timing.
+        low, high = ax.get_ylim()
+        ax.set_ylim(low / (high / low) ** 0.25, high)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(partial(_minor_label, ax)))
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def _panel(ax, label: str, rows: pd.DataFrame) -> None:
+    ok = rows[(rows["outcome"] == "ok") & (rows["ms_per_step"] > 0)]
+    _batch_axis(ax, rows)
+    _policy_lines(ax, rows, ok)
+    ax.set_title(label, fontsize=9)
+    if ok.empty:
+        ax.text(0.5, 0.5, "no run finished ok", transform=ax.transAxes, ha="center")
+        ax.set_yticks([])
+    else:
+        _time_axis(ax, rows, ok)
+
+
+def _figure(panels: list[tuple[str, pd.DataFrame]], title: str) -> bytes:
+    ncols = min(len(panels), 3)
+    nrows = math.ceil(len(panels) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 3.8 * nrows), squeeze=False)
+    for ax, (label, rows) in zip(axes.flat, panels, strict=False):
+        _panel(ax, label, rows)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.axis("off")
+    fig.suptitle(title)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def render_plots(summary: pd.DataFrame, published: pd.DataFrame, short_name) -> dict[str, bytes]:
+    """PNG bytes by file name: our runs per (variant, device), and the published devices.
+
+    `short_name(row)` names a device in a panel title.
+    """
+    ours = [
+        (f"{variant} · {device}\n{short_name(rows.iloc[0])}", rows)
+        for (variant, device), rows in groups(summary)
+    ]
+    theirs = [(str(device), rows) for device, rows in published.groupby("device", sort=False)]
+    return {PLOT: _figure(ours, "Our runs"), PUBLISHED_PLOT: _figure(theirs, "Published (2020)")}

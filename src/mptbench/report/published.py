@@ -1,0 +1,50 @@
+"""The published (2020) numbers, and how our speedups compare with them."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import pandas as pd
+
+from mptbench.report.summary import add_speedup, groups, policies, speedup_range
+
+# The published CPU figures (2020): seconds per step at batch size 32, one epoch, float32,
+# TensorFlow's PyPI wheel against a source build with AVX2/FMA enabled.
+PUBLISHED_CPU_S_PER_STEP = {"PyPI wheel": 321, "source build with AVX2/FMA": 304}
+PUBLISHED_CPU_BATCH_SIZE = 32
+
+
+def load_published() -> pd.DataFrame:
+    """The published (2020) ms/step per device, policy and batch size, with their speedups."""
+    with resources.files("mptbench.report").joinpath("seed_results.csv").open() as f:
+        df = pd.read_csv(f)
+    return add_speedup(df, ["device", "batch_size"])
+
+
+def percent_range(speedups: pd.Series) -> str:
+    """Speedups as percent faster (negative: slower), with the × figures they come from."""
+    lo, hi = speedups.min(), speedups.max()
+    if f"{lo:.2f}" == f"{hi:.2f}":
+        return f"{(lo - 1) * 100:+.0f}% ({lo:.2f}×)"
+    return f"{(lo - 1) * 100:+.0f}% to {(hi - 1) * 100:+.0f}% ({lo:.2f}×–{hi:.2f}×)"
+
+
+def compare_with_published(summary: pd.DataFrame, published: pd.DataFrame) -> str:
+    """How our mixed-precision speedups compare with the published ones, from both tables."""
+    theirs = []
+    for device, rows in published.groupby("device", sort=False):
+        s = speedup_range(rows, "mixed_float16")
+        if not s.empty:
+            theirs.append(f"{percent_range(s)} on the {device}")
+    ours = []
+    for (variant, device), rows in groups(summary):
+        for policy in policies(rows):
+            s = speedup_range(rows, policy)
+            if policy != "float32" and not s.empty:
+                name = rows["device_name"].iloc[0]
+                hardware = f" ({name})" if isinstance(name, str) else ""
+                ours.append(f"{policy} {percent_range(s)} on {variant} · {device}{hardware}")
+    text = "Published, mixed_float16 against float32: " + "; ".join(theirs) + ". "
+    if ours:
+        return text + "Ours: " + "; ".join(ours) + "."
+    return text + "Ours: no mixed-precision run and float32 run both ran ok at the same batch size."

@@ -1,0 +1,57 @@
+"""Read what the report is built from: run records and calibrations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from mptbench.record import REQUIRED
+
+
+class ReportError(Exception):
+    """Something a user must fix before the report can be written; the message is one line."""
+
+
+def _read(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ReportError(f"{path}: unreadable {what} ({exc})") from None
+
+
+def _paths(source: str | Path | list[str | Path]) -> list[Path]:
+    if isinstance(source, list | tuple):
+        if not source:
+            raise ReportError("no run records given")
+        return sorted(Path(p) for p in source)
+    runs_dir = Path(source)
+    if not runs_dir.is_dir():
+        raise ReportError(f"{runs_dir}: no such folder of run records")
+    paths = sorted(runs_dir.rglob("*.json"))
+    if not paths:
+        raise ReportError(f"no run records (*.json) under {runs_dir}")
+    return paths
+
+
+def load_records(source: str | Path | list[str | Path]) -> list[dict[str, Any]]:
+    """Run records: every *.json under a folder (recursively), or exactly the files listed."""
+    records = []
+    for path in _paths(source):
+        record = _read(path, "run record")
+        if not isinstance(record, dict):
+            raise ReportError(f"{path}: not a run record (expected a JSON object)")
+        missing = [k for k in REQUIRED if record.get(k) is None]
+        if missing:
+            raise ReportError(f"{path}: run record lacks {', '.join(missing)}")
+        records.append(record)
+    return records
+
+
+def load_calibrations(paths: list[str | Path]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The calibrate rule's peaks, keyed by (variant, device)."""
+    peaks = {}
+    for path in paths:
+        data = _read(Path(path), "calibration")
+        peaks[(str(data.get("variant")), str(data.get("device")))] = data
+    return peaks

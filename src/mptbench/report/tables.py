@@ -1,0 +1,83 @@
+"""The report's tables as data: a table is {"head": [cell], "rows": [[cell]]}, a cell a dict
+with its text and, optionally, a css class, a title (hover text) and a small second line.
+The page template renders them; nothing here writes HTML."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from mptbench.report.summary import policies
+from mptbench.train.outcomes import WORDS
+
+
+def cell(text: Any, css: str | None = None, title: str | None = None, small: str | None = None):
+    return {"text": text, "css": css, "title": title, "small": small}
+
+
+def fmt_ms(value: float) -> str:
+    if float(value).is_integer() or value >= 100:
+        return f"{value:.0f}"
+    return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def text(value) -> str:
+    """A value for a table cell; missing values as a dash."""
+    if value is None or (pd.api.types.is_scalar(value) and pd.isna(value)):
+        return "—"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
+
+
+def speedup_cell(speedup) -> dict:
+    """A speedup: green above 1, red below, a dash where there is none."""
+    if speedup is None or pd.isna(speedup):
+        return cell("—", "missing")
+    css = "faster" if speedup > 1 else "slower" if speedup < 1 else None
+    return cell(f"{speedup:.2f}×", css)
+
+
+def ms_cell(row: pd.Series | None) -> dict:
+    """A cell's median ms/step with its p10-p90, or the outcome that left it without one."""
+    if row is None:
+        return cell("—", "missing", "not run")
+    if row["outcome"] != "ok" or pd.isna(row["ms_per_step"]):
+        word = WORDS.get(row["outcome"], str(row["outcome"]))
+        reason = row.get("reason")
+        return cell(word, "fail", reason if isinstance(reason, str) else word)
+    spread = None
+    if pd.notna(row.get("ms_per_step_p10")) and pd.notna(row.get("ms_per_step_p90")):
+        spread = f"p10–p90: {fmt_ms(row['ms_per_step_p10'])}–{fmt_ms(row['ms_per_step_p90'])}"
+    return cell(fmt_ms(row["ms_per_step"]), small=spread)
+
+
+def policy_table(rows: pd.DataFrame) -> dict:
+    """Rows batch size; per policy ms/step, and per mixed policy its speedup over float32."""
+    pols = policies(rows)
+    keys = ["batch_size", "policy"]
+    cells = rows.drop_duplicates(keys, keep="last").set_index(keys)
+    head = [cell("batch size")]
+    for p in pols:
+        head.append(cell(p, small="ms/step"))
+        if p != "float32":
+            head.append(cell(p, small="speedup vs float32"))
+    body = []
+    for batch_size in sorted(set(rows["batch_size"])):
+        tds = [cell(int(batch_size))]
+        for p in pols:
+            row = cells.loc[(batch_size, p)] if (batch_size, p) in cells.index else None
+            tds.append(ms_cell(row))
+            if p != "float32":
+                tds.append(speedup_cell(None if row is None else row["speedup_vs_float32"]))
+        body.append(tds)
+    return {"head": head, "rows": body}
+
+
+def plain_table(df: pd.DataFrame) -> dict:
+    """Every value as left-aligned text."""
+    return {
+        "head": [cell(str(c), "text") for c in df.columns],
+        "rows": [[cell(text(v), "text") for v in row] for row in df.itertuples(index=False)],
+    }

@@ -1,0 +1,1 @@
+"""A training cell: the supervisor, the trainer, timing, the budget and the model."""

@@ -1,0 +1,82 @@
+"""The published models, built under a dtype policy (final activation kept in float32)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mptbench.policies import Policy
+
+
+def _layers(keras, model_cfg: dict[str, Any], input_shape, num_classes: int) -> list:
+    layers = [keras.Input(shape=input_shape)]
+    for conv in model_cfg.get("conv_layers") or []:
+        layers += [
+            keras.layers.Conv2D(
+                conv["filters"],
+                conv["kernel_size"],
+                strides=conv["strides"],
+                padding="same",
+                activation="relu",
+            ),
+            keras.layers.BatchNormalization(),
+        ]
+    if model_cfg.get("conv_layers"):
+        layers.append(keras.layers.GlobalAveragePooling2D())
+    else:
+        layers.append(keras.layers.Flatten())
+    for units in model_cfg.get("dense_layers") or []:
+        layers.append(keras.layers.Dense(units, activation="relu"))
+    layers += [
+        keras.layers.Dense(num_classes),
+        # The output activation in float32: float16 probabilities near 0 and 1 lose the
+        # precision the loss needs (all three published models do this).
+        keras.layers.Activation(model_cfg["output_activation"], dtype="float32"),
+    ]
+    return layers
+
+
+def _optimizer(keras, model_cfg: dict[str, Any], policy: Policy):
+    optimizer = keras.optimizers.get(
+        {
+            "class_name": model_cfg["optimizer"],
+            "config": {"learning_rate": model_cfg["learning_rate"]},
+        }
+    )
+    # Keras' compile wraps a mixed_float16 model's optimizer itself; any other policy that
+    # asks for loss scaling gets it here.
+    if policy.loss_scaling == "dynamic" and policy.keras_name != "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
+
+
+def build_model(
+    model_cfg: dict[str, Any],
+    input_shape: tuple[int, ...],
+    num_classes: int,
+    policy: Policy,
+    jit_compile: Any = "auto",
+):
+    """Build and compile the configured model with `policy` as the global Keras policy."""
+    import keras
+
+    keras.mixed_precision.set_global_policy(policy.keras_name)
+    model = keras.Sequential(
+        _layers(keras, model_cfg, input_shape, num_classes), name=model_cfg["name"]
+    )
+    model.compile(
+        optimizer=_optimizer(keras, model_cfg, policy),
+        loss=model_cfg["loss"],
+        metrics=["accuracy"],
+        jit_compile=jit_compile,
+    )
+    return model
+
+
+def one_hot_labels(model_cfg: dict[str, Any]) -> bool:
+    """categorical_crossentropy wants one-hot labels; the sparse losses take class indices."""
+    return model_cfg["loss"] in ("categorical_crossentropy", "binary_crossentropy")
+
+
+def jit_setting(value: Any) -> Any:
+    """A variant's jit_compile as Keras takes it: True, False or "auto"."""
+    return value if isinstance(value, bool) else "auto"

@@ -1,0 +1,138 @@
+"""Step timing inside Keras `fit`: warm-up excluded, then timed steps up to a count or a budget."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Any
+
+
+class StepClock:
+    """Times every step; says when the timed phase has what it needs.
+
+    A step's time runs from batch begin to batch end, after reading the loss back to the host,
+    so it covers finished device work and the wait for input data. Framework-free: the Keras
+    callback (`make_step_timer`) feeds it.
+    """
+
+    def __init__(
+        self,
+        warmup_steps: int,
+        timed_steps: int | None,
+        min_timed_steps: int,
+        time_budget_s: float | None,
+        warmup_epochs: int = 0,
+    ):
+        self.warmup_steps, self.warmup_epochs = warmup_steps, warmup_epochs
+        self.timed_steps, self.min_timed_steps = timed_steps, min_timed_steps
+        self.time_budget_s = time_budget_s
+        self.step = 0
+        self.step_seconds: list[float] = []
+        self.warmup_seconds: list[float] = []
+        # Wall time of the timed steps, epoch by epoch: validation and the epoch's end are
+        # not steps, so the span between epochs is left out.
+        self.timed_wall_s = 0.0
+        self._segment_start = self._segment_end = None
+        self.epochs: list[dict[str, Any]] = []
+        self.nonfinite: tuple[int, float] | None = None
+        self._t0 = self._epoch_t0 = 0.0
+        self._epoch = 0
+
+    def epoch_begin(self, epoch: int) -> None:
+        self._epoch = epoch
+        self._epoch_t0 = time.perf_counter()
+
+    def epoch_end(self, epoch: int, logs: dict | None) -> None:
+        self.close_segment()
+        entry = {"epoch": epoch + 1, "wall_s": time.perf_counter() - self._epoch_t0}
+        entry.update({k: float(v) for k, v in (logs or {}).items() if isinstance(v, int | float)})
+        self.epochs.append(entry)
+
+    def batch_begin(self) -> None:
+        self._t0 = time.perf_counter()
+
+    def batch_end(self, loss: float) -> bool:
+        """Record the step that just ended; True when `fit` should stop."""
+        now = time.perf_counter()
+        self.step += 1
+        if self.step <= self.warmup_steps or self._epoch < self.warmup_epochs:
+            self.warmup_seconds.append(now - self._t0)
+        else:
+            if self._segment_start is None:
+                self._segment_start = self._t0
+            self.step_seconds.append(now - self._t0)
+            self._segment_end = now
+        if not math.isfinite(loss):
+            self.nonfinite = (self.step, loss)
+            return True
+        return self.enough(now)
+
+    def enough(self, now: float) -> bool:
+        n = len(self.step_seconds)
+        if n < self.min_timed_steps:
+            return False
+        if self.timed_steps is not None and n >= self.timed_steps:
+            return True
+        running = now - self._segment_start if self._segment_start else 0.0
+        return self.time_budget_s is not None and self.timed_wall_s + running >= self.time_budget_s
+
+    def close_segment(self) -> None:
+        if self._segment_start is not None:
+            self.timed_wall_s += self._segment_end - self._segment_start
+            self._segment_start = None
+
+
+def make_step_timer(*clock_args, **clock_kwargs):
+    """A Keras callback around a StepClock (built lazily: importing Keras costs seconds)."""
+    import keras
+
+    class StepTimer(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.clock = StepClock(*clock_args, **clock_kwargs)
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.clock.epoch_begin(epoch)
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.clock.epoch_end(epoch, logs)
+
+        def on_train_batch_begin(self, batch, logs=None):
+            self.clock.batch_begin()
+
+        def on_train_batch_end(self, batch, logs=None):
+            loss = float((logs or {}).get("loss", 0.0))  # reading it back waits for the device
+            if self.clock.batch_end(loss):
+                self.model.stop_training = True
+
+        def on_train_end(self, logs=None):
+            self.clock.close_segment()
+
+    return StepTimer()
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def summarise(
+    step_seconds: list[float], batch_size: int, timed_wall_s: float | None
+) -> dict[str, Any]:
+    """Median and spread of the timed steps, in the units the report prints."""
+    if not step_seconds:
+        return {"timed_steps": 0}
+    median = statistics.median(step_seconds)
+    return {
+        "timed_steps": len(step_seconds),
+        "ms_per_step": 1000 * median,
+        "ms_per_step_p10": 1000 * percentile(step_seconds, 10),
+        "ms_per_step_p90": 1000 * percentile(step_seconds, 90),
+        "images_per_sec": batch_size / median,
+        "timed_steps_s": sum(step_seconds),
+        "timed_wall_s": timed_wall_s,
+    }

@@ -1,0 +1,1 @@
+"""TensorFlow variants: each in its own verified environment, and the source build."""

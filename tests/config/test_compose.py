@@ -1,0 +1,191 @@
+"""Composition, checking and grid expansion of the Hydra configuration."""
+
+from pathlib import Path
+
+import pytest
+
+from mptbench.config import (
+    Cell,
+    ConfigError,
+    check_workflow_config,
+    compose_config,
+    expand_devices,
+    grid,
+    parse_overrides,
+    run_config,
+)
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+
+
+def test_default_is_the_published_experiment():
+    cfg = compose_config(CONF)
+    assert cfg["name"] == "benchmark"
+    assert cfg["dataset"]["name"] == "imagenette2-320"
+    assert cfg["dataset"]["image_size"] == 256
+    assert (
+        cfg["dataset"]["sha256"]
+        == "569b4497c98db6dd29f335d1f109cf315fe127053cedf69010d047f0188e158c"
+    )
+    assert list(cfg["policy"]) == ["float32", "mixed_float16", "mixed_bfloat16"]
+    assert cfg["sweep"]["batch_sizes"] == [32, 64, 128, 256, 512]
+    assert [c["filters"] for c in cfg["model"]["conv_layers"]] == [32, 64, 128]
+    assert [c["kernel_size"] for c in cfg["model"]["conv_layers"]] == [5, 7, 11]
+
+
+def test_default_grid_covers_every_device_policy_and_batch_size():
+    cfg = compose_config(CONF)
+    cells = grid(cfg, expand_devices(cfg, gpus=["NVIDIA H200", "Tesla V100"]))
+    assert len(cells) == 3 * 3 * 5
+    assert {c.device for c in cells} == {"cpu", "gpu0", "gpu1"}
+    assert Cell("pypi", "gpu1", "mixed_bfloat16", 512) in cells
+
+
+def test_smoke_experiment_is_small_and_offline():
+    cfg = compose_config(CONF, "smoke")
+    cells = grid(cfg, expand_devices(cfg, gpus=[]))
+    assert len(cells) == 4
+    assert {c.policy for c in cells} == {"float32", "mixed_float16"}
+    assert {c.device for c in cells} == {"cpu"}
+    assert not cfg["dataset"]["url"].startswith("http")
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["sweep.batch_sizes=[32,64]", "dataset.image_size=128"],
+        "[sweep.batch_sizes=[32,64],dataset.image_size=128]",
+    ],
+)
+def test_overrides_as_list_or_unquoted_string(overrides):
+    cfg = compose_config(CONF, None, overrides)
+    assert cfg["sweep"]["batch_sizes"] == [32, 64]
+    assert cfg["dataset"]["image_size"] == 128
+
+
+def test_parse_overrides_keeps_brackets_and_quotes_together():
+    assert parse_overrides("[a=[1,2],b='x,y',c={d:1,e:2}]") == ["a=[1,2]", "b='x,y'", "c={d:1,e:2}"]
+    assert parse_overrides(None) == []
+    assert parse_overrides(["x=1"]) == ["x=1"]
+
+
+def test_policy_subset_by_override():
+    cfg = compose_config(CONF, None, ["policy=[float32,mixed_bfloat16]"])
+    assert list(cfg["policy"]) == ["float32", "mixed_bfloat16"]
+
+
+@pytest.mark.parametrize(
+    ("experiment", "overrides", "message"),
+    [
+        (
+            "nope",
+            None,
+            "unknown experiment 'nope' (allowed: benchmark, cifar_notebook, seed_blog, smoke)",
+        ),
+        (
+            None,
+            ["policy=[float32,fp8]"],
+            "unknown policy 'fp8' (allowed: float32, mixed_bfloat16, mixed_float16)",
+        ),
+        (None, ["sweep.batch_sizes=[0,32]"], "sweep.batch_sizes[0]: 0 is not an integer >= 1"),
+        (None, ["sweep.batch_sizes=[-8]"], "sweep.batch_sizes[0]: -8 is not an integer >= 1"),
+        (None, ["train.foo=1"], "override of unknown key 'train.foo'"),
+        (
+            None,
+            ["sweep.devices=[tpu]"],
+            "sweep.devices[0]: 'tpu' is not a device (allowed: auto, cpu, gpu0, gpu1, ...)",
+        ),
+        (None, ["+train.epochz=3"], "train: unknown key 'epochz' (allowed: epochs, "),
+        (None, ["+dataset.input.cach=none"], "dataset.input: unknown key 'cach'"),
+        (None, ["train.time_budget_s=0"], "train.time_budget_s: 0 is not a positive number"),
+        (None, ["sweep.batch_sizes=[4,4]"], "sweep.batch_sizes: lists a batch size twice"),
+        (None, ["sweep.batch_sizes=[]"], "sweep.batch_sizes: empty; give at least one"),
+        (None, ["sweep.batch_sizes=[four]"], "sweep.batch_sizes[0]: 'four' is not an integer"),
+        (None, ["policy=[]"], "policy: no policy selected"),
+        (None, ["train.verbose=5"], "train.verbose: 5 (allowed: 0, 1, 2)"),
+        (None, ["name=a/b"], "name: 'a/b' must be letters, digits"),
+        (
+            None,
+            ["policy.mixed_float16.variable_dtype=bfloat16"],
+            "policy.mixed_float16: variable_dtype 'bfloat16' with compute_dtype 'float16'",
+        ),
+        (None, ["dataset.sha256=abc"], "dataset.sha256: 'abc' is not 64 lowercase hex digits"),
+        (None, ["train.timed_steps=2", "train.min_timed_steps=5"], "train.timed_steps: 2 is below"),
+        (None, ["dataset.input.cache=disk"], "dataset.input.cache: 'disk' (allowed: memory, none)"),
+    ],
+)
+def test_bad_input_is_one_clear_line(experiment, overrides, message):
+    with pytest.raises(ConfigError) as info:
+        compose_config(CONF, experiment, overrides)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_absent_gpu_is_rejected_unless_check_disabled():
+    cfg = compose_config(CONF, None, ["sweep.devices=[cpu,gpu0]"])
+    with pytest.raises(ConfigError, match="gpu0 was asked for but is not visible here"):
+        expand_devices(cfg, gpus=[])
+    assert expand_devices(cfg, gpus=["NVIDIA H200"]) == ["cpu", "gpu0"]
+    cfg = compose_config(CONF, None, ["sweep.devices=[cpu,gpu0]", "device.check_present=false"])
+    assert expand_devices(cfg, gpus=[]) == ["cpu", "gpu0"]
+
+
+def test_run_config_holds_only_its_own_cell():
+    cfg = compose_config(CONF)
+    run = run_config(cfg, Cell("pypi", "cpu", "mixed_float16", 64))
+    assert run["cell"] == {
+        "variant": "pypi",
+        "device": "cpu",
+        "policy": "mixed_float16",
+        "batch_size": 64,
+    }
+    assert run["policy"] == {
+        "name": "mixed_float16",
+        "compute_dtype": "float16",
+        "variable_dtype": "float32",
+        "loss_scaling": "dynamic",
+    }
+    assert run["device"]["kind"] == "cpu"
+    assert "sweep" not in run
+    # Adding a batch size to the sweep leaves existing cells' settings unchanged.
+    wider = compose_config(CONF, None, ["sweep.batch_sizes=[32,64,1024]"])
+    assert run_config(wider, Cell("pypi", "cpu", "mixed_float16", 64)) == run
+
+
+@pytest.mark.parametrize(
+    ("experiment", "model", "dataset", "epochs"),
+    [
+        ("seed_blog", "seed_convnet", "imagenette2-320", 20),
+        ("cifar_notebook", "cifar_mlp", "cifar10", 50),
+    ],
+)
+def test_published_experiments_carry_their_model_dataset_and_epochs(
+    experiment, model, dataset, epochs
+):
+    cfg = compose_config(CONF, experiment)
+    assert (cfg["model"]["name"], cfg["dataset"]["name"], cfg["train"]["epochs"]) == (
+        model,
+        dataset,
+        epochs,
+    )
+    assert list(cfg["policy"]) == ["float32", "mixed_float16"]
+    assert cfg["train"]["warmup_epochs"] == 1 and cfg["train"]["validate"]
+
+
+def test_tracking_server_needs_its_uri(monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(ConfigError, match="MLFLOW_TRACKING_URI is not set"):
+        compose_config(CONF, None, ["tracking=server"])
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
+    cfg = compose_config(CONF, None, ["tracking=server"])
+    assert cfg["tracking"]["uri"] == "http://127.0.0.1:5000"
+    assert cfg["tracking"]["env"] == ["MLFLOW_TRACKING_URI"]
+
+
+def test_a_misspelt_workflow_key_is_named_with_the_allowed_ones():
+    check_workflow_config({"experiment": "smoke", "overrides": []})
+    with pytest.raises(ConfigError) as info:
+        check_workflow_config({"experiement": "smoke"})
+    assert str(info.value) == (
+        "--config experiement=...: unknown key 'experiement' (allowed: experiment, overrides)"
+    )

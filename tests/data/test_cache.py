@@ -1,0 +1,104 @@
+"""The tfds cache built from an Imagenette-layout archive, and the tf.data pipeline over it."""
+
+import json
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mptbench.data import cache as dataset
+from mptbench.data.builder import DatasetError
+from mptbench.data.fixtures import make_imagenette_archive
+from mptbench.files import write_json
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory):
+    path = tmp_path_factory.mktemp("archive") / "imagenette2-320.tgz"
+    return make_imagenette_archive(path, train_per_class=3, val_per_class=1, short_side=40)
+
+
+@pytest.fixture(scope="module")
+def prepared(archive, tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("tfds")
+    return dataset.prepare(archive["path"], "imagenette-test", 24, data_dir, log=lambda _: None)
+
+
+def _files(root):
+    return {p: p.stat().st_mtime_ns for p in Path(root).rglob("*") if p.is_file()}
+
+
+def test_cache_has_real_split_counts_classes_and_square_rgb_images(prepared):
+    assert prepared["splits"] == {"train": 30, "validation": 10}
+    assert prepared["classes"][0] == "tench" and prepared["classes"][-1] == "parachute"
+    _, train = dataset.load(prepared, "train")
+    images, labels = zip(*[(x.numpy(), int(y)) for x, y in train], strict=True)
+    assert {img.shape for img in images} == {(24, 24, 3)}
+    assert {img.dtype for img in images} == {np.dtype("uint8")}
+    assert sorted(set(labels)) == list(range(10))
+    # Grayscale and CMYK originals became RGB: every image carries colour in 3 channels.
+    assert all(img.std() > 0 for img in images)
+
+
+def test_second_prepare_is_a_no_op(prepared, archive):
+    before = _files(prepared["data_dir"])
+    again = dataset.prepare(
+        archive["path"], "imagenette-test", 24, prepared["data_dir"], log=lambda _: None
+    )
+    assert again["splits"] == prepared["splits"]
+    assert _files(prepared["data_dir"]) == before
+
+
+def test_another_size_builds_a_new_cache_beside_the_old(prepared, archive):
+    other = dataset.prepare(
+        archive["path"], "imagenette-test", 16, prepared["data_dir"], log=lambda _: None
+    )
+    assert other["config"] != prepared["config"]
+    root = Path(prepared["data_dir"]) / prepared["builder"]
+    assert (root / prepared["config"] / prepared["version"] / "dataset_info.json").exists()
+    assert (root / other["config"] / other["version"] / "dataset_info.json").exists()
+    _, train = dataset.load(other, "train")
+    assert next(iter(train))[0].shape == (16, 16, 3)
+
+
+def test_corrupt_jpeg_fails_with_its_path_and_leaves_no_cache(tmp_path):
+    path = tmp_path / "bad.tgz"
+    make_imagenette_archive(path, train_per_class=2, val_per_class=1, short_side=40)
+    with tarfile.open(path) as tar:
+        victim = next(m.name for m in tar.getmembers() if "/train/n03000684/" in m.name)
+    make_imagenette_archive(
+        path, train_per_class=2, val_per_class=1, short_side=40, corrupt=victim.split("/", 1)[1]
+    )
+    with pytest.raises(DatasetError) as info:
+        dataset.prepare(path, "imagenette-bad", 24, tmp_path / "tfds", log=lambda _: None)
+    assert victim in str(info.value)
+    # Nothing complete is left where a later run would look for the cache.
+    assert not list((tmp_path / "tfds").rglob("dataset_info.json"))
+
+
+def test_input_pipeline_scales_shuffles_and_batches(prepared):
+    import tensorflow as tf
+
+    from mptbench.data.pipeline import input_pipeline, shuffle_buffer
+
+    cfg = {"shuffle_buffer": "seed", "cache": "memory", "deterministic": True}
+    ds = input_pipeline(tf, prepared, "train", 8, cfg, seed=0, training=True)
+    x, y = next(iter(ds))
+    assert x.shape == (8, 24, 24, 3) and x.dtype == tf.float32
+    assert 0.0 <= float(tf.reduce_min(x)) and float(tf.reduce_max(x)) <= 1.0
+    assert y.shape == (8,)
+    # Deterministic with a seed: the same pipeline yields the same first batch.
+    x2, _ = next(iter(input_pipeline(tf, prepared, "train", 8, cfg, seed=0, training=True)))
+    assert np.array_equal(x.numpy(), x2.numpy())
+    assert shuffle_buffer("seed", 12895, 32) == 402  # the 2020 rule: examples // batch size
+    assert shuffle_buffer(1000, 12895, 32) == 1000
+    val = input_pipeline(tf, prepared, "validation", 8, cfg, seed=0, training=False)
+    assert sum(int(b[0].shape[0]) for b in val) == 10  # validation keeps its last, short batch
+
+
+def test_prepare_info_is_json_serialisable(prepared, tmp_path):
+    write_json(tmp_path / "info.json", prepared)
+    assert json.loads((tmp_path / "info.json").read_text())["splits"]["train"] == 30

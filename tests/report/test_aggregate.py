@@ -1,0 +1,244 @@
+"""The report: summary.csv, index.html and plots from synthetic run records, by CLI and library."""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mptbench.report.diagnosis import diagnose
+from mptbench.report.html import render_html
+from mptbench.report.published import PUBLISHED_CPU_S_PER_STEP, load_published
+from mptbench.report.records import load_records
+from mptbench.report.summary import summarise
+from mptbench.report.tables import policy_table
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPERIMENT = "unit"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+CPU = {
+    "model": "Test CPU 9000",
+    "logical_cores": 8,
+    "flags": ["avx", "avx2", "fma"],
+    "fast_bfloat16": False,
+    "fast_float16": False,
+}
+GPU = {"name": "Tesla T4", "compute_capability": 7.5, "fast_float16": True, "fast_bfloat16": False}
+
+# (device, policy, batch_size, outcome, ms_per_step, reason)
+CELLS = [
+    ("cpu", "float32", 32, "ok", 400.0, None),
+    ("cpu", "mixed_float16", 32, "ok", 500.0, None),
+    ("cpu", "float32", 64, "ok", 800.0, None),
+    ("cpu", "mixed_float16", 64, "ok", 1100.0, None),
+    ("cpu", "float32", 128, "over_budget", None, "predicted 12.0 s/step > train.max_step_seconds"),
+    ("gpu0", "float32", 32, "ok", 30.0, None),
+    ("gpu0", "mixed_float16", 32, "ok", 25.0, None),
+    ("gpu0", "float32", 64, "oom", None, "OOM when allocating tensor <shape>"),
+    ("gpu0", "mixed_float16", 64, "ok", 48.0, None),
+]
+
+
+def make_record(device, policy, batch_size, outcome, ms_per_step, reason) -> dict:
+    record = {
+        "experiment": EXPERIMENT,
+        "model": "seed_convnet",
+        "dataset": "imagenette_smoke",
+        "image_size": 64,
+        "variant": "pypi",
+        "device": device,
+        "policy": policy,
+        "batch_size": batch_size,
+        "outcome": outcome,
+        "reason": reason,
+        "warmup_steps": 2,
+        "mlflow_run_id": f"run-{device}-{policy}-{batch_size}",
+        "mlflow_experiment_id": "1",
+        "fingerprint": {
+            "host": "node07",
+            "device": device,
+            "cpu": CPU,
+            "gpu": GPU if device != "cpu" else None,
+            "tensorflow": "2.21.0",
+            "keras": "3.15.1",
+        },
+    }
+    if outcome == "ok":
+        record.update(
+            ms_per_step=ms_per_step,
+            ms_per_step_p10=0.9 * ms_per_step,
+            ms_per_step_p90=1.1 * ms_per_step,
+            timed_steps=20,
+            images_per_sec=1000 * batch_size / ms_per_step,
+            final_val_accuracy=0.5 if policy == "float32" else 0.49,
+        )
+    if outcome == "over_budget":
+        record["predicted_step_s"] = 12.0
+    return record
+
+
+def write_runs(root: Path, cells=CELLS) -> Path:
+    runs = root / "results" / EXPERIMENT / "runs"
+    for cell in cells:
+        device, policy, batch_size = cell[:3]
+        path = runs / "pypi" / device / policy / f"bs{batch_size}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(make_record(*cell)))
+    return runs
+
+
+def aggregate(runs: Path, out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mptbench.report.aggregate",
+            "--runs",
+            str(runs),
+            "--summary",
+            str(out / "summary.csv"),
+            "--html",
+            str(out / "index.html"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("report")
+    runs = write_runs(root)
+    out = root / "results" / EXPERIMENT / "report"
+    result = aggregate(runs, out)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def section(html: str, heading: str) -> str:
+    return html.split(heading, 1)[1].split("<h2>", 1)[0]
+
+
+def test_summary_has_one_row_per_record_with_speedups(built):
+    with open(built / "summary.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(CELLS)
+    by_cell = {(r["device"], r["policy"], int(r["batch_size"])): r for r in rows}
+    speedup = {cell: r["speedup_vs_float32"] for cell, r in by_cell.items()}
+    assert float(speedup["cpu", "mixed_float16", 32]) == pytest.approx(400 / 500)
+    assert float(speedup["cpu", "mixed_float16", 64]) == pytest.approx(800 / 1100)
+    assert float(speedup["gpu0", "mixed_float16", 32]) == pytest.approx(30 / 25)
+    assert float(speedup["cpu", "float32", 32]) == 1.0
+    # No float32 timing at gpu0 batch 64 (it ran out of memory), so no speedup there.
+    assert speedup["gpu0", "mixed_float16", 64] == ""
+    assert by_cell["gpu0", "float32", 64]["outcome"] == "oom"
+    assert by_cell["gpu0", "float32", 32]["device_name"] == "Tesla T4"
+    assert by_cell["cpu", "float32", 32]["device_name"] == "Test CPU 9000"
+    assert by_cell["cpu", "float32", 128]["predicted_step_s"] == "12.0"
+    keys = [(r["variant"], r["device"], r["policy"], int(r["batch_size"])) for r in rows]
+    assert keys == sorted(keys)
+
+
+def test_html_has_a_table_per_device_with_outcomes(built):
+    html = (built / "index.html").read_text()
+    assert EXPERIMENT in html and "seed_convnet" in html and "2.21.0" in html and "node07" in html
+    cpu = section(html, "<h2>pypi · cpu")
+    assert "Test CPU 9000" in cpu and "<table" in cpu
+    for batch_size in (32, 64, 128):
+        assert f"<td>{batch_size}</td>" in cpu
+    assert 'title="predicted 12.0 s/step &gt; train.max_step_seconds">over budget<' in cpu
+    gpu = section(html, "<h2>pypi · gpu0")
+    assert "Tesla T4 (compute capability 7.5)" in gpu
+    assert 'title="OOM when allocating tensor &lt;shape&gt;">OOM<' in gpu
+    assert "<shape>" not in html
+
+
+def test_diagnosis_cites_measured_speedups(built):
+    html = (built / "index.html").read_text()
+    cpu = section(html, "<h2>pypi · cpu").split("<b>Diagnosis.</b>")[1]
+    assert f"{statistics.median([400 / 500, 800 / 1100]):.2f}×" in cpu
+    assert "slower than float32" in cpu and "on a CPU only AMX" in cpu
+    gpu = section(html, "<h2>pypi · gpu0").split("<b>Diagnosis.</b>")[1]
+    assert f"{30 / 25:.2f}×" in gpu
+    assert "mixed_float16 fit batch 64, where float32 ran out of memory" in gpu
+
+
+def test_html_shows_published_numbers_and_plots(built):
+    html = (built / "index.html").read_text()
+    published = html.split("<h2>Published (2020)</h2>", 1)[1]
+    v100 = published.split("<h3>Tesla V100", 1)[1].split("<h3>", 1)[0]
+    row_512 = v100.split("<td>512</td>", 1)[1].split("</tr>", 1)[0]
+    assert "415" in row_512 and "377" in row_512 and f"{415 / 377:.2f}×" in row_512
+    assert "321" in published and "304" in published
+    assert "+7% to +10% (1.07×–1.10×) on the Tesla V100" in published
+    for name in ("ms_per_step.png", "published_ms_per_step.png"):
+        assert f'<img src="{name}"' in html
+        assert (built / name).read_bytes().startswith(PNG_MAGIC)
+    assert "<script" not in html and "http" not in html
+    assert not list(built.glob(".*.tmp"))
+
+
+def test_runs_table_lists_every_record(built):
+    runs = (built / "index.html").read_text().split("<h2>Runs</h2>", 1)[1]
+    for device, policy, batch_size, *_ in CELLS:
+        assert f"run-{device}-{policy}-{batch_size}" in runs
+
+
+def test_library_functions(tmp_path):
+    records = load_records(write_runs(tmp_path))
+    summary = summarise(records)
+    assert list(summary.columns[:6]) == [
+        "experiment",
+        "model",
+        "dataset",
+        "image_size",
+        "variant",
+        "device",
+    ]
+    cpu = summary[summary["device"] == "cpu"]
+    sentences = diagnose(cpu)
+    assert any("median speedup 0.76×" in s for s in sentences)
+    assert any(s.startswith("Over budget: float32 at batch 128") for s in sentences)
+    published = load_published()
+    v100 = policy_table(published[published["device"] == "Tesla V100"])
+    assert "415" in [c["text"] for row in v100["rows"] for c in row]
+    quadro = policy_table(published[published["device"] == "Quadro M2200"])
+    assert {"text": "OOM", "css": "fail", "title": "OOM", "small": None} in [
+        c for row in quadro["rows"] for c in row
+    ]
+    assert PUBLISHED_CPU_S_PER_STEP == {"PyPI wheel": 321, "source build with AVX2/FMA": 304}
+    page = render_html(summary, published, ["ms_per_step.png"])
+    assert page.count("<h2>pypi · ") == 2
+
+
+def test_no_records_is_a_one_line_error(tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    out = tmp_path / "report"
+    result = aggregate(runs, out)
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: no run records")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_corrupt_record_is_named_and_leaves_the_old_report(tmp_path):
+    runs = write_runs(tmp_path)
+    out = tmp_path / "report"
+    assert aggregate(runs, out).returncode == 0
+    before = (out / "summary.csv").read_bytes()
+    bad = runs / "pypi" / "cpu" / "float32" / "bs256.json"
+    bad.write_text('{"outcome": "ok", ')
+    result = aggregate(runs, out)
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: ") and str(bad) in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert (out / "summary.csv").read_bytes() == before

@@ -1,0 +1,15 @@
+"""Time one training step on a few images (per variant, device and policy)."""
+
+from _job import run
+
+from mptbench.train.supervisor import supervise
+
+
+def work():
+    return supervise(
+        snakemake.params.run, snakemake.input.prepared, None, snakemake.output[0],
+        snakemake.input.env, probe_only=True,
+    )  # fmt: skip
+
+
+run(snakemake, work)

@@ -1,0 +1,24 @@
+"""Set up and verify a TensorFlow variant's environment; write its manifest."""
+
+from pathlib import Path
+
+from _job import run
+
+from mptbench.files import write_json
+from mptbench.variants.environment import VariantError, make_environment
+from mptbench.variants.source_build import built_wheel
+
+
+def work():
+    variant = snakemake.params.variant
+    wheel = variant["wheel"] or (
+        built_wheel(snakemake.input.wheels) if snakemake.input.wheels else None
+    )
+    manifest = make_environment(
+        variant["name"], variant, wheel and str(wheel), Path(snakemake.params.venvs),
+        Path(snakemake.input.requirements),
+    )  # fmt: skip
+    write_json(snakemake.output[0], manifest)
+
+
+run(snakemake, work, (VariantError,))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import gc
-import gzip
 import io
 import json
 import os
@@ -19,7 +18,9 @@ import time
 from multiprocessing import Pool
 from pathlib import Path
 
-from mptbench.fixtures import NOISY_HEADER, WNIDS, add_member
+from mptbench.data.archive import TarGzWriter
+from mptbench.data.fixtures import NOISY_HEADER
+from mptbench.data.imagenette import WNIDS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,25 +87,19 @@ def write_archive(path: Path, total: int, seed: int = 0) -> dict:
     # Like the real archive (and the fixtures): a grayscale and a CMYK JPEG among the RGB ones.
     modes = ["L", "CMYK"] + ["RGB"] * (len(members) - 2)
     jobs = [(seed, i, c, modes[i]) for i, (_, c, _) in enumerate(members)]
-    tmp = path.with_name(path.name + ".part")
     jpeg_bytes, rows = 0, []
-    with (
-        open(tmp, "wb") as raw,
-        gzip.GzipFile("", "wb", compresslevel=6, fileobj=raw, mtime=0) as gz,
-    ):
-        with tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-            # Workers encode while this process gzips: both cores stay busy.
-            with Pool(os.cpu_count() or 1) as pool:
-                for (member, _, split), data in zip(
-                    members, pool.imap(synthetic_jpeg, jobs, chunksize=64), strict=True
-                ):
-                    add_member(tar, f"imagenette2-320/{member}", data)
-                    jpeg_bytes += len(data)
-                    wnid, valid = member.split("/")[1], str(split == "val")
-                    rows.append(f"{member},{wnid},{wnid},{wnid},{wnid},{wnid},{valid}")
-            csv = "\n".join([NOISY_HEADER, *rows]) + "\n"
-            add_member(tar, "imagenette2-320/noisy_imagenette.csv", csv.encode())
-    os.replace(tmp, path)
+    with TarGzWriter(path, compresslevel=6) as tar:
+        # Workers encode while this process gzips: both cores stay busy.
+        with Pool(os.cpu_count() or 1) as pool:
+            for (member, _, split), data in zip(
+                members, pool.imap(synthetic_jpeg, jobs, chunksize=64), strict=True
+            ):
+                tar.add_file(f"imagenette2-320/{member}", data)
+                jpeg_bytes += len(data)
+                wnid, valid = member.split("/")[1], str(split == "val")
+                rows.append(f"{member},{wnid},{wnid},{wnid},{wnid},{wnid},{valid}")
+        csv = "\n".join([NOISY_HEADER, *rows]) + "\n"
+        tar.add_file("imagenette2-320/noisy_imagenette.csv", csv.encode())
     return {"train": train, "validation": val, "jpeg_bytes": jpeg_bytes}
 
 
@@ -153,7 +148,7 @@ def bench_archive(workdir: Path, total: int) -> dict:
 
 
 def bench_prepare(workdir: Path, archive: dict) -> dict:
-    from mptbench import dataset
+    from mptbench.data import cache as dataset
 
     data_dir = workdir / "tfds"
     shutil.rmtree(data_dir, ignore_errors=True)  # a fresh cache: prepare() is a no-op otherwise
@@ -174,7 +169,7 @@ def bench_prepare(workdir: Path, archive: dict) -> dict:
 
 
 def bench_pipeline(tf, info: dict) -> dict:
-    from mptbench.train import input_pipeline
+    from mptbench.data.pipeline import input_pipeline
 
     input_cfg = {"shuffle_buffer": "seed", "cache": "memory", "deterministic": False}
     ds = input_pipeline(tf, info, "train", BATCH_SIZE, input_cfg, seed=0, training=True)
@@ -199,9 +194,9 @@ def bench_pipeline(tf, info: dict) -> dict:
     return result
 
 
-def time_steps(tf, model_cfg: dict, policy: str, batch: int, warmup: int, timed: int) -> dict:
+def time_steps(tf, model_cfg: dict, policy, batch: int, warmup: int, timed: int) -> dict:
     """Seconds per train_on_batch step on in-memory random data (no input pipeline)."""
-    from mptbench.models import build_model
+    from mptbench.train.models import build_model
 
     model = build_model(model_cfg, (IMAGE_SIZE, IMAGE_SIZE, 3), len(WNIDS), policy)
     x = tf.random.uniform((batch, IMAGE_SIZE, IMAGE_SIZE, 3), seed=0)
@@ -222,11 +217,14 @@ def time_steps(tf, model_cfg: dict, policy: str, batch: int, warmup: int, timed:
 
 def bench_training(tf, steps: int, float16_batch: int) -> dict:
     from mptbench.config import compose_config
+    from mptbench.policies import Policy
 
-    model_cfg = compose_config(ROOT / "conf")["model"]
+    cfg = compose_config(ROOT / "conf")
+    model_cfg = cfg["model"]
+    policies = {name: Policy.of(name, facts) for name, facts in cfg["policy"].items()}
     result = {}
     for policy in ("float32", "mixed_bfloat16"):
-        result[policy] = r = time_steps(tf, model_cfg, policy, BATCH_SIZE, 2, steps)
+        result[policy] = r = time_steps(tf, model_cfg, policies[policy], BATCH_SIZE, 2, steps)
         print(
             f"training: {policy} bs{BATCH_SIZE}: {1000 * r['median_step_s']:.0f} ms/step "
             f"(median of {steps}), {r['images_per_s']:.1f} images/s",
@@ -234,7 +232,7 @@ def bench_training(tf, steps: int, float16_batch: int) -> dict:
         )
     if float16_batch:
         # CPUs have no fast float16 convolutions: one step at a small batch, extrapolated.
-        r = time_steps(tf, model_cfg, "mixed_float16", float16_batch, 1, 1)
+        r = time_steps(tf, model_cfg, policies["mixed_float16"], float16_batch, 1, 1)
         result["mixed_float16"] = r
         print(
             f"training: mixed_float16 bs{float16_batch} (one step): {r['median_step_s']:.1f} s, "

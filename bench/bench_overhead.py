@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -47,15 +46,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def child_prepare(archive: str, name: str, image_size: str, out: str) -> None:
     """The tfds cache (TensorFlow import: done in a child so the driver stays light)."""
-    from mptbench.dataset import prepare, write_json
+    from mptbench.data.cache import prepare
+    from mptbench.files import write_json
 
     write_json(out, prepare(archive, name, int(image_size), str(Path(out).parent / "tfds")))
 
 
 def setup(args: argparse.Namespace, env: dict[str, str]) -> tuple[Path, Path]:
     """The fixture archive, its cache at this image size and an MLflow store; JSON paths."""
-    from mptbench.dataset import write_json
-    from mptbench.fixtures import make_imagenette_archive
+    from mptbench.data.fixtures import make_imagenette_archive
+    from mptbench.files import write_json
 
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -116,13 +116,10 @@ def compose_run(args: argparse.Namespace) -> dict:
 
 
 def job_env(run: dict) -> dict[str, str]:
-    """What the supervisor gives its trainer (cell.supervise): both sides start from this."""
-    env = dict(os.environ)
-    device = run["device"]["name"]
-    env["CUDA_VISIBLE_DEVICES"] = "" if device == "cpu" else device[3:]
-    env.update({str(k): str(v) for k, v in (run["variant"].get("env") or {}).items()})
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH")) if p)
-    return env
+    """What the supervisor gives its trainer: both sides start from this."""
+    from mptbench.variants import process
+
+    return process.environment(run["variant"].get("env"), run["device"]["name"])
 
 
 # ---------------------------------------------------------------- side B: bare Keras
@@ -133,8 +130,9 @@ def child_bare(run_json: str, prepared_json: str, out: str) -> None:
     import keras
     import tensorflow as tf
 
-    from mptbench.models import build_model, one_hot_labels
-    from mptbench.train import input_pipeline, jit_setting
+    from mptbench.data.pipeline import input_pipeline
+    from mptbench.policies import Policy
+    from mptbench.train.models import build_model, jit_setting, one_hot_labels
 
     run = json.loads(Path(run_json).read_text())
     prepared = json.loads(Path(prepared_json).read_text())
@@ -147,7 +145,7 @@ def child_bare(run_json: str, prepared_json: str, out: str) -> None:
         run["model"],
         (size, size, 3),
         classes,
-        run["policy"]["name"],
+        Policy.of(run["policy"]["name"], run["policy"]),
         jit_setting(run["variant"]["jit_compile"]),
     )
     data = input_pipeline(
@@ -186,7 +184,7 @@ def child_bare(run_json: str, prepared_json: str, out: str) -> None:
 
 def summary(seconds: list[float]) -> dict:
     """The bare run's figures, computed as the job's record computes them."""
-    from mptbench.timing import percentile
+    from mptbench.train.timing import percentile
 
     return {
         "timed_steps": len(seconds),
@@ -250,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(1, args.repeats + 1):
         # A then B in every repeat: drifting machine load hits both sides alike.
         record = runs / f"{tag}-A{i}.json"
-        job = [sys.executable, str(ROOT / "workflow/scripts/train.py"), "--run", json.dumps(run)]
+        job = [sys.executable, "-m", "mptbench.train.supervisor", "--run", str(run_json)]
         job += ["--prepared", str(prepared), "--tracking", str(tracking), "--record", str(record)]
         a = run_side("A", job, env, runs / f"{tag}-A{i}.log", record)
         print(f"  repeat {i}  A train job  {fmt(a)}", flush=True)

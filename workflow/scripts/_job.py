@@ -6,9 +6,10 @@ import os
 import sys
 from pathlib import Path
 
+# First on the path: Snakemake appends its own search paths (this src/ among them) after
+# site-packages, where an installed mptbench (editable or not) would otherwise win.
 SRC = str(Path(__file__).resolve().parents[2] / "src")
-if SRC not in sys.path:
-    sys.path.insert(0, SRC)
+sys.path.insert(0, SRC)
 
 
 def run(snakemake, work, errors: tuple[type[BaseException], ...] = ()) -> None:

@@ -34,6 +34,12 @@ def _train(train: dict[str, Any]) -> None:
             f"train.warmup_epochs: {train['warmup_epochs']} leaves none of the "
             f"{train['epochs']} epochs to time"
         )
+    small, large = train["probe_batch_sizes"]
+    if small >= large:
+        raise ConfigError(
+            f"train.probe_batch_sizes: {train['probe_batch_sizes']} needs two batch sizes, "
+            "the smaller first"
+        )
     if train["timed_steps"] is not None and train["timed_steps"] < train["min_timed_steps"]:
         raise ConfigError(
             f"train.timed_steps: {train['timed_steps']} is below train.min_timed_steps "

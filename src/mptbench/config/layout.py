@@ -5,6 +5,8 @@ The Snakemake rules and the library both take their paths from here.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 RESULTS = "results/{experiment}"
@@ -19,7 +21,9 @@ REPORT_DIR = RESULTS + "/report"
 PLOT = "ms_per_step.png"
 PUBLISHED_PLOT = "published_ms_per_step.png"
 REPORT_PLOTS = (PLOT, PUBLISHED_PLOT)
-CALIBRATION = "results/calibration/{variant}/{device}.json"
+# A calibration is kept per variant, device and the settings it was measured with, so
+# experiments that share them (smoke and benchmark do not) share one calibration.
+CALIBRATION = "results/calibration/{variant}/{device}/{settings}.json"
 VARIANT_ENV = "resources/envs/{variant}.json"
 WHEELS = "resources/wheels/{variant}"
 BAZELISK = "resources/build/{variant}/bazelisk.path"
@@ -43,3 +47,13 @@ def archive_name(dataset: dict[str, Any]) -> str:
     url = str(dataset["url"])
     name = url.rstrip("/").rsplit("/", 1)[-1]
     return name if name.endswith((".tgz", ".tar.gz", ".tar")) else f"{dataset['name']}.tgz"
+
+
+def calibration_key(variant: dict[str, Any], settings: dict[str, Any]) -> str:
+    """What a calibration depends on, as 12 hex digits: its sizes and the variant's build and
+    settings (environment, XLA, wheel)."""
+    facts = {
+        "settings": settings,
+        "variant": {k: variant.get(k) for k in ("env", "jit_compile", "wheel", "build")},
+    }
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:12]

@@ -10,26 +10,31 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from mptbench.devices import require_visible
 from mptbench.files import read_json, write_json
+from mptbench.measure.peaks import conv_peak, matmul_peak
 from mptbench.policies import DTYPES
 
 MODULE = "mptbench.measure.calibrate"
 
 
-def calibrate(tf, settings: dict, log=print) -> dict:
-    from mptbench.measure.peaks import conv_peak, matmul_peak
-
-    result: dict = {"matmul": {}, "conv": {}}
+def calibrate(tf, settings: dict, jit: bool = False, log=print) -> dict:
+    """Matmul and convolution peaks per dtype; each dtype within settings["cap_s"], half of
+    it for matmuls (the convolutions may use what the matmuls leave)."""
+    result: dict = {"matmul": {}, "conv": {}, "settings": settings, "jit_compile": jit}
     for dtype in DTYPES:
-        mm = matmul_peak(tf, dtype, settings["matmul_size"], settings["min_seconds"])
-        conv = conv_peak(
-            tf, dtype, settings["conv_shape"], settings["conv_kernel"], settings["min_seconds"]
-        )
+        started = time.monotonic()
+        mm = matmul_peak(tf, dtype, settings, started + settings["cap_s"] / 2, jit)
+        conv = conv_peak(tf, dtype, settings, started + settings["cap_s"], jit)
         result["matmul"][dtype], result["conv"][dtype] = mm, conv
-        log(f"{dtype}: matmul {mm['tflops']:.3f} TFLOP/s, conv {conv['tflops']:.3f} TFLOP/s")
+        log(
+            f"{dtype}: matmul {mm['tflops']:.3f} TFLOP/s at {mm['size']} ({mm['stopped']}), "
+            f"conv {conv['tflops']:.3f} TFLOP/s at {conv['shape']} k{conv['kernel']} "
+            f"({conv['stopped']}); {time.monotonic() - started:.1f} s"
+        )
     for kind in ("matmul", "conv"):
         base = result[kind]["float32"]["tflops"]
         result[f"{kind}_vs_float32"] = {d: result[kind][d]["tflops"] / base for d in DTYPES}
@@ -65,13 +70,13 @@ def measure(job: dict) -> dict | str:
         require_visible(tf, device)
     except RuntimeError as exc:
         return str(exc)
-    if variant.get("jit_compile") is True:
-        tf.config.optimizer.set_jit(True)
+    # Measured as the variant's cells run: XLA-compiled where they are (jit_compile=True).
+    jit = variant.get("jit_compile") is True
     return {
         "device": device,
         "variant": variant.get("name"),
         "fingerprint": fingerprint(tf, keras, device) | startup,
-        **calibrate(tf, job["settings"], log=lambda line: print(line, flush=True)),
+        **calibrate(tf, job["settings"], jit, log=lambda line: print(line, flush=True)),
     }
 
 

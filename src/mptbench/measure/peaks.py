@@ -1,59 +1,97 @@
-"""Achievable TFLOP/s of one matmul and one convolution training step, in a given dtype."""
+"""Achievable TFLOP/s of matmuls and convolution training steps in one dtype: a ceiling.
+
+A series of problem sizes is timed, each larger than the last, until throughput stops
+rising; the best throughput seen is the peak. Every call returns a scalar that is read back,
+so the time covers finished device work. With `jit`, the steps are XLA-compiled, as a
+variant with jit_compile=True compiles its training step.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from mptbench.measure.flops import TRAINING_PASSES
 
+DEFAULT_MIN_GAIN = 0.03  # a size that does not beat the best by 3% is on the plateau
 
-def _measure(step, flops_per_call: float, min_seconds: float, max_iters: int) -> dict[str, Any]:
-    """Call `step` until min_seconds have passed (after one warm-up call); TFLOP/s achieved.
 
-    Each call returns a scalar that is read back, so the time covers finished device work.
-    """
-    float(step())  # warm-up: kernel selection, autotuning, first allocation
+def time_calls(step, flops_per_call: float, min_seconds: float) -> dict[str, Any]:
+    """Call `step` for min_seconds (after one warm-up call); TFLOP/s achieved."""
+    started = time.perf_counter()
+    float(step())  # warm-up: tracing, kernel selection, autotuning, first allocation
+    warmup_s = time.perf_counter() - started
     iterations, started = 0, time.perf_counter()
     while True:
         float(step())
         iterations += 1
         elapsed = time.perf_counter() - started
-        if elapsed >= min_seconds or iterations >= max_iters:
+        if elapsed >= min_seconds:
             break
     return {
         "iterations": iterations,
         "seconds": elapsed,
+        "warmup_s": warmup_s,
         "tflops": flops_per_call * iterations / elapsed / 1e12,
     }
 
 
-def matmul_peak(
-    tf, dtype: str, size: int, min_seconds: float = 1.0, max_iters: int = 1000
-) -> dict[str, Any]:
-    """Achievable TFLOP/s of a size x size matmul in `dtype` on the default device."""
+class Series:
+    """Grow a problem until throughput stops rising, within a time budget."""
+
+    def __init__(self, deadline: float, min_gain: float = DEFAULT_MIN_GAIN):
+        self.deadline, self.min_gain = deadline, min_gain
+
+    def run(self, sizes: Iterable, flops_of: Callable, measure: Callable) -> dict[str, Any]:
+        """`measure(size)` times one size; returns the best result and every size tried."""
+        best, tried, flat, stopped = None, [], 0, "largest size reached"
+        for size in sizes:
+            left = self.deadline - time.monotonic()
+            # The next size costs a warm-up call and min_seconds of calls: skip what would overrun.
+            if best and left < 3 * flops_of(size) / (best["tflops"] * 1e12):
+                stopped = "time cap (the next size would overrun it)"
+                break
+            result = measure(size)
+            tried.append(result)
+            if best is None or result["tflops"] > best["tflops"] * (1 + self.min_gain):
+                flat = 0
+            else:
+                flat += 1
+            best = result if best is None or result["tflops"] > best["tflops"] else best
+            if flat >= 2:
+                stopped = f"plateau (two sizes without a {100 * self.min_gain:.0f}% gain)"
+                break
+        return {**(best or {}), "stopped": stopped, "tried": tried}
+
+
+def _function(tf, fn, jit: bool):
+    return tf.function(fn, jit_compile=True) if jit else tf.function(fn)
+
+
+def matmul_at(tf, dtype: str, size: int, min_seconds: float, jit: bool = False) -> dict[str, Any]:
+    """TFLOP/s of a size x size matmul in `dtype` on the default device."""
     a = tf.cast(tf.random.uniform((size, size), seed=1), dtype)
     b = tf.cast(tf.random.uniform((size, size), seed=2), dtype)
-
-    @tf.function
-    def step():
-        return tf.cast(tf.matmul(a, b)[0, 0], tf.float32)
-
-    result = _measure(step, 2 * size**3, min_seconds, max_iters)
-    return {"dtype": dtype, "size": size, **result}
+    step = _function(tf, lambda: tf.cast(tf.matmul(a, b)[0, 0], tf.float32), jit)
+    return {"dtype": dtype, "size": size, **time_calls(step, 2 * size**3, min_seconds)}
 
 
-def conv_peak(
-    tf, dtype: str, shape: list[int], kernel: int, min_seconds: float = 1.0, max_iters: int = 1000
+def conv_flops(shape: list[int], kernel: int) -> int:
+    batch, height, width, c_in, c_out = shape
+    return TRAINING_PASSES * 2 * batch * height * width * kernel * kernel * c_in * c_out
+
+
+def conv_at(
+    tf, dtype: str, shape: list[int], kernel: int, min_seconds: float, jit: bool = False
 ) -> dict[str, Any]:
-    """Achievable training TFLOP/s of a Conv2D (`shape`: batch, height, width, in, out channels)."""
+    """Training TFLOP/s of a Conv2D (`shape`: batch, height, width, in, out channels)."""
     batch, height, width, c_in, c_out = shape
     x = tf.cast(tf.random.uniform((batch, height, width, c_in), seed=1), dtype)
     w = tf.cast(tf.random.uniform((kernel, kernel, c_in, c_out), seed=2), dtype)
 
     # Forward and both backward convolutions, as in training: a dtype's backward kernels can
     # be far slower than its forward one (TensorFlow's float16 on CPUs is).
-    @tf.function
     def step():
         with tf.GradientTape() as tape:
             tape.watch([x, w])
@@ -62,6 +100,47 @@ def conv_peak(
         dx, dw = tape.gradient(loss, [x, w])
         return tf.cast(dx[0, 0, 0, 0], tf.float32) + tf.cast(dw[0, 0, 0, 0], tf.float32)
 
-    flops = TRAINING_PASSES * 2 * batch * height * width * kernel * kernel * c_in * c_out
-    result = _measure(step, flops, min_seconds, max_iters)
-    return {"dtype": dtype, "shape": shape, "kernel": kernel, **result}
+    timed = time_calls(_function(tf, step, jit), conv_flops(shape, kernel), min_seconds)
+    return {"dtype": dtype, "shape": shape, "kernel": kernel, **timed}
+
+
+def doublings(start: int, stop: int) -> list[int]:
+    sizes = [start]
+    while sizes[-1] * 2 <= stop:
+        sizes.append(sizes[-1] * 2)
+    return sizes
+
+
+def matmul_peak(tf, dtype: str, settings: dict, deadline: float, jit: bool = False) -> dict:
+    series = Series(deadline, settings.get("min_gain", DEFAULT_MIN_GAIN))
+    sizes = doublings(settings["matmul"]["start"], settings["matmul"]["max"])
+    return series.run(
+        sizes,
+        lambda n: 2 * n**3,
+        lambda n: matmul_at(tf, dtype, n, settings["min_seconds"], jit),
+    )
+
+
+def conv_peak(tf, dtype: str, settings: dict, deadline: float, jit: bool = False) -> dict:
+    """The best over each kernel size's series of channel counts."""
+    conv = settings["conv"]
+    channels = doublings(conv["start_channels"], conv["max_channels"])
+    best: dict = {}
+    for i, kernel in enumerate(conv["kernels"]):
+        # Each kernel size gets an equal share of the time left.
+        share = (deadline - time.monotonic()) / (len(conv["kernels"]) - i)
+        series = Series(time.monotonic() + share, settings.get("min_gain", DEFAULT_MIN_GAIN))
+
+        def shape(c: int) -> list[int]:
+            return [conv["batch"], conv["spatial"], conv["spatial"], c, c]
+
+        result = series.run(
+            channels,
+            lambda c, k=kernel: conv_flops(shape(c), k),
+            lambda c, k=kernel: conv_at(tf, dtype, shape(c), k, settings["min_seconds"], jit),
+        )
+        tried = best.get("tried", []) + result["tried"]
+        if result.get("tflops", 0) > best.get("tflops", 0):
+            best = result
+        best["tried"] = tried
+    return best

@@ -1,37 +1,57 @@
-"""How a cell ended. Every cell ends with one of these; anything else fails the job loudly.
+"""How a cell ended. Every cell ends with one of these, each only on evidence; anything else
+fails the job loudly.
 
-ok           trained; timing recorded
-oom          the device ran out of memory (as the published table records)
-nonfinite    the loss became NaN or Inf
-unsupported  TensorFlow has no kernel for this policy on this device (reason recorded)
-over_budget  a probe predicted a step slower than train.max_step_seconds (prediction recorded)
+  ok           trained; timing recorded
+  oom          out of memory: a ResourceExhaustedError, train.memory_limit_mb crossed, or the
+               kernel's own record of an OOM kill (the cgroup's oom_kill count rose)
+  killed       the trainer died of a signal with no sign of memory trouble (signal recorded)
+  nonfinite    the loss became NaN or Inf
+  unsupported  no kernel is registered for this policy's dtype on this device
+  over_budget  a step is (or is clearly predicted to be) slower than train.max_step_seconds
 """
 
 from __future__ import annotations
 
-OUTCOMES = ("ok", "oom", "nonfinite", "unsupported", "over_budget")
+import re
+import signal
+
+OUTCOMES = ("ok", "oom", "killed", "nonfinite", "unsupported", "over_budget")
 # How the report and the terminal name each outcome.
 WORDS = {
     "ok": "ok",
     "oom": "OOM",
+    "killed": "killed",
     "over_budget": "over budget",
     "nonfinite": "NaN/Inf",
     "unsupported": "unsupported",
 }
+# TensorFlow's words when no kernel is registered for an op, dtype and device.
+KERNEL_MISSING = re.compile(
+    r"No registered '[^']+' OpKernel|Could not find device for node|No OpKernel was registered"
+)
+
+
+def first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 def classify_error(tf, exc: BaseException) -> tuple[str, str] | None:
     """Map TensorFlow's errors to an outcome and its reason; None means a real failure."""
     if isinstance(exc, tf.errors.ResourceExhaustedError):
-        return "oom", str(exc).strip().splitlines()[0][:300]
-    text = str(exc)
-    kernel_errors = (
-        tf.errors.UnimplementedError,
-        tf.errors.NotFoundError,
-        tf.errors.InvalidArgumentError,
-    )
-    if isinstance(exc, kernel_errors) and (
-        "No registered" in text or "not supported" in text.lower() or "Unimplemented" in text
-    ):
-        return "unsupported", text.strip().splitlines()[0][:300]
+        return "oom", first_line(exc)
+    if isinstance(exc, tf.errors.OpError) and KERNEL_MISSING.search(str(exc)):
+        return "unsupported", first_line(exc)
     return None
+
+
+def classify_death(code: int, over_limit: str | None, oom_record: str | None) -> tuple[str, str]:
+    """The outcome of a trainer that died (negative code: the signal that killed it)."""
+    if over_limit:
+        return "oom", over_limit
+    if oom_record:
+        return "oom", f"the kernel's OOM killer killed the trainer ({oom_record})"
+    name = signal.Signals(-code).name if code < 0 else f"exit code {code}"
+    return "killed", (
+        f"the trainer was killed by {name}; no out-of-memory record (memory limit not crossed, "
+        "the cgroup's oom_kill count unchanged), so it was killed from outside"
+    )

@@ -1,53 +1,136 @@
-"""A train job in two processes: a supervisor that survives the trainer being killed for memory.
+"""A train job: a supervisor (no TensorFlow) that owns the cell's MLflow run and record, and
+starts the trainer (train/trainer.py) in the variant's Python once per repeat.
 
-The supervisor (no TensorFlow import) starts the trainer (train/trainer.py) as a child in the
-variant's Python. When the child writes its record, the supervisor is done. When the kernel
-kills the child (SIGKILL: the out-of-memory killer, or a memory limit), the supervisor writes
-the cell's record with outcome `oom` and closes its MLflow run, so the workflow goes on as the
-published table did. Any other failure fails the job.
+A trainer that dies does not take the job with it: the supervisor records the outcome the
+evidence supports (oom when memory ran out, killed otherwise; train/outcomes.py), closes the
+MLflow run as KILLED, and the workflow goes on as the published table did. A trainer that
+fails in any other way fails the job.
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
+import datetime as dt
+import math
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+from mptbench import record as fields
+from mptbench.config.grid import Cell
 from mptbench.files import read_json, write_json
+from mptbench.train import memory
+from mptbench.train.budget import assess
+from mptbench.train.combine import combine
+from mptbench.train.outcomes import classify_death
 from mptbench.train.trainer import MODULE as TRAINER
 from mptbench.variants import process
 from mptbench.variants.environment import interpreter
 
 
-def _watch(child, limit_mb: int | None) -> tuple[int, str | None]:
-    """Wait for the child; with a limit, kill it as an OOM killer would once its resident
-    memory passes the limit. Returns the exit code and, when it was killed here, why."""
-    if not limit_mb:
-        return child.wait(), None
-    import psutil
+class TrainerFailed(RuntimeError):
+    """The trainer exited with an error: the job fails (its log holds the traceback)."""
 
-    watched = psutil.Process(child.pid)
-    while child.poll() is None:
+
+class Trainer:
+    """Starts the trainer for one job (a repeat or the probe) and says how it ended."""
+
+    def __init__(self, python: str, run: dict, record: str):
+        self.python, self.run = python, run
+        record = Path(record)
+        self.job_file = record.with_name(f".{record.name}.job")
+        self.out = record.with_name(f".{record.name}.out")
+        self.env = process.environment(run["variant"].get("env"), run["device"]["name"])
+
+    def __call__(self, prepared: str, mode: str, repeat: int = 0) -> dict | tuple[str, str]:
+        """The trainer's result; or, when it died of a signal, (outcome, reason)."""
+        job = {"run": self.run, "prepared": prepared, "out": str(self.out), "mode": mode}
+        write_json(self.job_file, job | {"repeat": repeat})
+        self.out.unlink(missing_ok=True)
+        before = memory.oom_kills()
+        sys.stdout.flush()
         try:
-            rss_mb = watched.memory_info().rss / 2**20
-        except psutil.Error:  # it just ended
-            continue
-        if rss_mb > limit_mb:
-            child.kill()
-            child.wait()
-            return child.returncode, (
-                f"resident memory reached {rss_mb:.0f} MB, over train.memory_limit_mb={limit_mb}"
-            )
-        time.sleep(0.05)
-    return child.returncode, None
+            child = process.start(self.python, TRAINER, ["--job", str(self.job_file)], self.env)
+            code, over_limit = memory.watch(child, self.run["train"].get("memory_limit_mb"))
+            if code < 0 or over_limit:
+                return classify_death(code, over_limit, memory.oom_record(before))
+            if code != 0 or not self.out.exists():
+                raise TrainerFailed(f"the trainer exited with code {code}; see the log above")
+            return read_json(self.out)
+        finally:
+            self.job_file.unlink(missing_ok=True)
+            self.out.unlink(missing_ok=True)
 
 
-def job_files(record: str) -> tuple[Path, Path]:
-    """The job file the trainer reads, and the state it leaves for the supervisor."""
-    record = Path(record)
-    return record.with_name(f".{record.name}.job"), record.with_name(f".{record.name}.state")
+def base_record(run: dict, prepared: dict) -> dict[str, Any]:
+    return {
+        "experiment": run["name"],
+        "model": run["model"]["name"],
+        "dataset": prepared["dataset"],
+        "image_size": prepared["image_size"],
+        **run["cell"],
+        "outcome": None,
+        "reason": None,
+        "warmup_steps": run["train"]["warmup_steps"],
+        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "config": run,
+    }
+
+
+def _repeats(trainer: Trainer, run: dict, prepared: str) -> tuple[list[dict], tuple | None]:
+    """Every repeat until one ends other than ok; and the death that ended one, if any."""
+    results = []
+    for repeat in range(run["train"]["repeats"]):
+        result = trainer(prepared, "repeat", repeat)
+        if isinstance(result, tuple):
+            print(f"{result[0]}: {result[1]}", file=sys.stderr, flush=True)
+            return results, result
+        results.append(result)
+        if result["outcome"] != "ok":
+            break
+    return results, None
+
+
+def _log(mlrun, record: dict) -> None:
+    mlrun.log_fingerprint(record.get("fingerprint") or {})
+    mlrun.log_epochs(record.get("epochs") or [])
+    metrics = {k: record.get(k) for k in fields.METRICS}
+    metrics = {k: v for k, v in metrics.items() if isinstance(v, int | float) and math.isfinite(v)}
+    mlrun.finish(metrics, {"outcome": record["outcome"], "reason": record["reason"] or ""}, record)
+
+
+def train_cell(trainer: Trainer, prepared: str, tracking: dict, probe: dict | None) -> dict:
+    """Every repeat of the cell, combined into its record, logged as one MLflow run."""
+    from mptbench.tracking import CellRun
+
+    run, started = trainer.run, time.monotonic()
+    record = base_record(run, read_json(prepared))
+    verdict = assess(run, probe)
+    record.update({k: v for k, v in verdict.items() if k != "outcome"})
+    record["fingerprint"] = (probe or {}).get("fingerprint")
+    label = Cell(**run["cell"]).label
+    with CellRun(tracking, label, run_name=f"{run['name']}:{label}") as mlrun:
+        mlrun.log_params({k: v for k, v in run.items() if k != "cell"} | {"cell": run["cell"]})
+        record.update(mlflow_run_id=mlrun.run_id, mlflow_experiment_id=tracking["experiment_id"])
+        if verdict.get("outcome"):
+            record["outcome"] = verdict["outcome"]
+        else:
+            repeats, death = _repeats(trainer, run, prepared)
+            combine(record, repeats, run["cell"]["batch_size"])
+            if death:
+                record["outcome"], record["reason"] = death
+                mlrun.status = "KILLED"
+        record["duration_s"] = time.monotonic() - started
+        _log(mlrun, record)
+    return record
+
+
+def probe(trainer: Trainer, prepared: str) -> dict:
+    result = trainer(prepared, "probe")
+    if isinstance(result, tuple):
+        raise TrainerFailed(f"the probe's trainer died: {result[1]}")
+    return result
 
 
 def supervise(
@@ -56,58 +139,34 @@ def supervise(
     tracking: str | None,
     record: str,
     env_manifest: str | None = None,
-    probe: str | None = None,
+    probe_file: str | None = None,
     probe_only: bool = False,
 ) -> int:
-    """Run the trainer in a child; record `oom` when it is killed. Returns the exit code.
-
-    With `probe_only`, the child times a step on a few images and writes that to `record`.
-    """
-    job_file, state = job_files(record)
-    state.unlink(missing_ok=True)
+    """Train (or, with `probe_only`, probe) one cell and write its record. The exit code."""
     python, installed = interpreter(env_manifest)
     run = dict(run, variant=dict(run["variant"], installed=installed))
-    job = {
-        "run": run, "prepared": prepared, "tracking": tracking, "record": record,
-        "state": str(state), "probe": probe, "probe_only": probe_only,
-    }  # fmt: skip
-    write_json(job_file, job)
-    env = process.environment(run["variant"].get("env"), run["device"]["name"])
-    sys.stdout.flush()
-    child = process.start(python, TRAINER, ["--job", str(job_file)], env)
-    code, over_limit = _watch(child, run["train"].get("memory_limit_mb"))
+    trainer = Trainer(python, run, record)
     try:
-        if code == 0:
-            return 0
-        if code == -signal.SIGKILL and not probe_only:
-            reason = over_limit or (
-                "the training process was killed by SIGKILL "
-                "(out of memory: the kernel's OOM killer)"
-            )
-            print(f"oom: {reason}", file=sys.stderr, flush=True)
-            _record_killed(run, state, record, reason)
-            return 0
-        print(
-            f"error: the training process exited with code {code}; see the log above",
-            file=sys.stderr,
-        )
+        if probe_only:
+            result = probe(trainer, prepared)
+        else:
+            probed = read_json(probe_file) if probe_file else None
+            result = train_cell(trainer, prepared, read_json(tracking), probed)
+            print(f"{result['outcome']}: {_summary(result)}", file=sys.stderr, flush=True)
+    except TrainerFailed as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1
-    finally:
-        job_file.unlink(missing_ok=True)
-        state.unlink(missing_ok=True)
+    write_json(record, result)
+    return 0
 
 
-def _record_killed(run: dict, state: Path, record: str, reason: str) -> None:
-    """The record (and MLflow run) of a cell whose trainer was killed."""
-    started = read_json(state) if state.exists() else {}
-    data = dict(started.get("record") or {}, outcome="oom", reason=reason, config=run)
-    data.setdefault("experiment", run["name"])
-    data.update({k: v for k, v in run["cell"].items() if k not in data})
-    if data.get("mlflow_run_id"):
-        from mptbench.tracking import close_killed_run
-
-        close_killed_run(started["tracking_uri"], data["mlflow_run_id"], reason)
-    write_json(record, data)
+def _summary(record: dict) -> str:
+    if record.get("ms_per_step") is None:
+        return record.get("reason") or ""
+    return (
+        f"{record['ms_per_step']:.1f} ms/step (95% interval {record['ms_per_step_ci_low']:.1f}-"
+        f"{record['ms_per_step_ci_high']:.1f}, {len(record.get('repeats') or [])} repeats)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,14 +177,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tracking", default=None, help="the tracking_init rule's JSON")
     parser.add_argument("--env", default=None, help="the variant_env rule's manifest")
     parser.add_argument("--probe", default=None, help="the probe rule's JSON (step time guard)")
-    parser.add_argument("--probe-only", action="store_true", help="time a few images, no run")
+    parser.add_argument("--probe-only", action="store_true", help="probe the cell, no run")
     parser.add_argument("--record", required=True, help="where the run record (or probe) goes")
     args = parser.parse_args(argv)
     if not args.probe_only and not args.tracking:
         parser.error("--tracking is needed to train (only --probe-only runs without it)")
     return supervise(
         read_json(args.run), args.prepared, args.tracking, args.record, args.env,
-        probe=args.probe, probe_only=args.probe_only,
+        probe_file=args.probe, probe_only=args.probe_only,
     )  # fmt: skip
 
 

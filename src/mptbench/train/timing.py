@@ -1,4 +1,5 @@
-"""Step timing inside Keras `fit`: warm-up excluded, then timed steps up to a count or a budget."""
+"""Step timing inside Keras `fit`: warm-up excluded, then timed steps until the median is known
+to the precision asked for, or up to a count or a time budget."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import math
 import statistics
 import time
 from typing import Any
+
+from mptbench import stats
 
 
 class StepClock:
@@ -23,10 +26,18 @@ class StepClock:
         min_timed_steps: int,
         time_budget_s: float | None,
         warmup_epochs: int = 0,
+        precision: float | None = None,
+        step_limit_s: float | None = None,
+        now=time.perf_counter,
     ):
+        self._now = now
         self.warmup_steps, self.warmup_epochs = warmup_steps, warmup_epochs
         self.timed_steps, self.min_timed_steps = timed_steps, min_timed_steps
-        self.time_budget_s = time_budget_s
+        self.time_budget_s, self.precision, self.step_limit_s = (
+            time_budget_s,
+            precision,
+            step_limit_s,
+        )
         self.step = 0
         self.step_seconds: list[float] = []
         self.warmup_seconds: list[float] = []
@@ -36,25 +47,28 @@ class StepClock:
         self._segment_start = self._segment_end = None
         self.epochs: list[dict[str, Any]] = []
         self.nonfinite: tuple[int, float] | None = None
+        self.over_budget: float | None = None  # the first timed step, when it alone was too slow
+        self.stopped_by = "epochs"  # until a rule below stops fit earlier
+        self.half_width: float | None = None
         self._t0 = self._epoch_t0 = 0.0
         self._epoch = 0
 
     def epoch_begin(self, epoch: int) -> None:
         self._epoch = epoch
-        self._epoch_t0 = time.perf_counter()
+        self._epoch_t0 = self._now()
 
     def epoch_end(self, epoch: int, logs: dict | None) -> None:
         self.close_segment()
-        entry = {"epoch": epoch + 1, "wall_s": time.perf_counter() - self._epoch_t0}
+        entry = {"epoch": epoch + 1, "wall_s": self._now() - self._epoch_t0}
         entry.update({k: float(v) for k, v in (logs or {}).items() if isinstance(v, int | float)})
         self.epochs.append(entry)
 
     def batch_begin(self) -> None:
-        self._t0 = time.perf_counter()
+        self._t0 = self._now()
 
     def batch_end(self, loss: float) -> bool:
         """Record the step that just ended; True when `fit` should stop."""
-        now = time.perf_counter()
+        now = self._now()
         self.step += 1
         if self.step <= self.warmup_steps or self._epoch < self.warmup_epochs:
             self.warmup_seconds.append(now - self._t0)
@@ -69,13 +83,26 @@ class StepClock:
         return self.enough(now)
 
     def enough(self, now: float) -> bool:
+        """Whether the timed phase is done; `stopped_by` says which rule ended it."""
         n = len(self.step_seconds)
+        if n == 1 and self.step_limit_s and self.step_seconds[0] > self.step_limit_s:
+            self.over_budget, self.stopped_by = self.step_seconds[0], "over_budget"
+            return True
         if n < self.min_timed_steps:
             return False
+        if self.precision:
+            self.half_width = stats.half_width(self.step_seconds)
+            if self.half_width <= self.precision:
+                self.stopped_by = "precision"
+                return True
         if self.timed_steps is not None and n >= self.timed_steps:
+            self.stopped_by = "steps"
             return True
-        running = now - self._segment_start if self._segment_start else 0.0
-        return self.time_budget_s is not None and self.timed_wall_s + running >= self.time_budget_s
+        running = now - self._segment_start if self._segment_start is not None else 0.0
+        if self.time_budget_s is not None and self.timed_wall_s + running >= self.time_budget_s:
+            self.stopped_by = "budget"
+            return True
+        return False
 
     def close_segment(self) -> None:
         if self._segment_start is not None:

@@ -1,0 +1,103 @@
+"""A cell's figures from its repeats: the median step with its 95% interval, the twin's, FLOP
+rates, and each repeat's raw steps (in ms: the report's speedup intervals are drawn from them).
+
+The cell's step is the median of its repeats' median steps (for three repeats: the middle one,
+i.e. MLPerf's rule of dropping the fastest and the slowest); its interval is a two-level
+bootstrap (stats.py), so it covers the variation between processes as well as within one.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from mptbench import stats
+from mptbench.train.timing import percentile
+
+
+def _ms(seconds: list[float]) -> list[float]:
+    return [round(1000 * s, 4) for s in seconds]
+
+
+def step_figures(repeats: list[list[float]], batch_size: int, prefix: str = "ms_per_step"):
+    """The median step over repeats of step seconds, its interval and spread, in ms."""
+    estimate = stats.estimate(repeats)
+    low, high = stats.interval(repeats)
+    pooled = [s for steps in repeats for s in steps]
+    figures = {
+        prefix: 1000 * estimate,
+        f"{prefix}_ci_low": 1000 * low,
+        f"{prefix}_ci_high": 1000 * high,
+    }
+    if prefix == "ms_per_step":
+        figures.update(
+            ms_per_step_p10=1000 * percentile(pooled, 10),
+            ms_per_step_p90=1000 * percentile(pooled, 90),
+            images_per_sec=batch_size / estimate,
+            timed_steps=len(pooled),
+        )
+    return figures
+
+
+def _outcome(repeats: list[dict]) -> tuple[str, str | None]:
+    for r in repeats:
+        if r["outcome"] != "ok":
+            where = f"repeat {r['repeat'] + 1}: " if len(repeats) > 1 else ""
+            return r["outcome"], f"{where}{r['reason']}"
+    return "ok", None
+
+
+def _per_repeat(r: dict) -> dict[str, Any]:
+    steps = r.get("step_s") or []
+    return {
+        "repeat": r["repeat"] + 1,
+        "outcome": r["outcome"],
+        "ms_per_step": 1000 * statistics.median(steps) if steps else None,
+        "stopped_by": r.get("stopped_by"),
+        "half_width": r.get("half_width"),
+        "timed_wall_s": r.get("timed_wall_s"),
+        "step_ms": _ms(steps),
+        "synthetic_step_ms": _ms(r.get("synthetic_step_s") or []),
+        "warmup_ms": _ms(r.get("warmup_s") or []),
+    }
+
+
+def _rates(record: dict, ok: list[dict]) -> None:
+    """FLOPs per step by kind, and the FLOP rates end to end and on the twin."""
+    flops = ok[0].get("flops") or {}
+    if not flops:
+        return
+    total = sum(flops.values())
+    record.update(
+        flops_per_step=total,
+        conv_flops_per_step=flops.get("conv", 0),
+        matmul_flops_per_step=flops.get("matmul", 0),
+        achieved_tflops=total / (record["ms_per_step"] / 1000) / 1e12,
+    )
+    if record.get("synthetic_ms_per_step"):
+        record["achieved_tflops_compute"] = total / (record["synthetic_ms_per_step"] / 1000) / 1e12
+
+
+def combine(record: dict[str, Any], repeats: list[dict], batch_size: int) -> None:
+    """Fill the cell's record from its repeats' results."""
+    record["outcome"], record["reason"] = _outcome(repeats)
+    record["repeats"] = [_per_repeat(r) for r in repeats]
+    if repeats and repeats[0].get("fingerprint"):
+        record["fingerprint"] = repeats[0]["fingerprint"]
+    timed = [r for r in repeats if r.get("step_s")]
+    if not timed:
+        return
+    record.update(step_figures([r["step_s"] for r in timed], batch_size))
+    record["stopped_by"] = ", ".join(dict.fromkeys(r["stopped_by"] for r in timed))
+    record["epochs"] = timed[0].get("epochs") or []
+    vals = [e["val_accuracy"] for e in record["epochs"] if "val_accuracy" in e]
+    record["final_val_accuracy"] = vals[-1] if vals else None
+    ok = [r for r in timed if r["outcome"] == "ok"]
+    twins = [r["synthetic_step_s"] for r in ok if r.get("synthetic_step_s")]
+    if twins:
+        record.update(step_figures(twins, batch_size, prefix="synthetic_ms_per_step"))
+        record["input_bound_ratio"] = record["ms_per_step"] / record["synthetic_ms_per_step"]
+    if ok:
+        _rates(record, ok)
+    if record.get("predicted_step_s"):
+        record["prediction_error"] = record["predicted_step_s"] / (record["ms_per_step"] / 1000) - 1

@@ -21,15 +21,44 @@ def _short_name(row: pd.Series) -> str:
     return device_label(row).split(" (CPU flags:")[0][:50]
 
 
+# What the report works out per cell and gives back to the cell's MLflow run.
+SPEEDUP_METRICS = (
+    "speedup_vs_float32",
+    "speedup_ci_low",
+    "speedup_ci_high",
+    "speedup_compute",
+    "speedup_compute_ci_low",
+    "speedup_compute_ci_high",
+    "mfu",
+    "mfu_compute",
+    "peak_tflops",
+)
+
+
+def log_to_runs(summary: pd.DataFrame, tracking: dict) -> None:
+    """Each cell's speedups (with their intervals) and MFU, as metrics of its MLflow run."""
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking["tracking_uri"])
+    for _, row in summary.dropna(subset=["mlflow_run_id"]).iterrows():
+        metrics = {m: float(row[m]) for m in SPEEDUP_METRICS if pd.notna(row[m])}
+        for name, value in metrics.items():
+            client.log_metric(row["mlflow_run_id"], name, value)
+        if isinstance(row["speedup_verdict"], str):
+            client.set_tag(row["mlflow_run_id"], "speedup_verdict", row["speedup_verdict"])
+
+
 def write_report(
     runs: str | Path | list[str | Path],
     summary_path: str | Path,
     html_path: str | Path,
     calibrations: list[str | Path] = (),
+    tracking: dict | None = None,
 ) -> pd.DataFrame:
     """Read the run records; write summary.csv, index.html and its plots; return the summary.
 
-    Everything is rendered in memory first, so a bad record leaves no output behind.
+    Everything is rendered in memory first, so a bad record leaves no output behind. With
+    `tracking`, each cell's MLflow run gets its speedups and MFU.
     """
     summary = summarise(load_records(runs), load_calibrations(list(calibrations)))
     published = load_published()
@@ -43,6 +72,8 @@ def write_report(
         write_bytes(html_path, page.encode())
     except OSError as exc:
         raise ReportError(f"cannot write the report: {exc}") from None
+    if tracking:
+        log_to_runs(summary, tracking)
     return summary
 
 

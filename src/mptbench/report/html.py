@@ -25,19 +25,23 @@ th, td { border: 1px solid #ccc; padding: .25rem .6rem; text-align: right; verti
 th { background: #f3f3f3; } td.text, th.text { text-align: left; }
 small { display: block; color: #777; font-size: .75rem; }
 .fail { color: #a40000; font-weight: 600; cursor: help; } .missing { color: #aaa; }
-.faster { color: #116611; font-weight: 600; } .slower { color: #a40000; }
+.faster { color: #116611; font-weight: 600; } .slower { color: #a40000; } .same { color: #555; }
 img { max-width: 100%; border: 1px solid #eee; }
 """
 
 HOW_TO_READ = (
     "Each table is one TensorFlow variant on one device. Rows are batch sizes; for each dtype "
-    "policy a cell gives the median milliseconds per training step (smaller is faster) with the "
-    '10th–90th percentile of the timed steps beneath it. "Speedup vs float32" is float32\'s '
-    "ms/step divided by the policy's at the same batch size: above 1 means mixed precision was "
-    "faster. A cell without a timing says why: OOM (the device ran out of memory), over budget "
-    "(a probe predicted a step slower than train.max_step_seconds, so it was skipped), NaN/Inf "
-    "(the loss became non-finite) or unsupported (no kernel for the policy on this device); hover "
-    "over it for the recorded reason. The published (2020) numbers follow for comparison."
+    "policy a cell gives the median milliseconds per training step (smaller is faster) with its "
+    "95% confidence interval beneath it: each cell is timed in train.repeats separate "
+    "processes until its median is known to train.precision, and the interval (a bootstrap over "
+    "processes, then over steps) covers the variation between processes as well as within one. "
+    "\"Speedup vs float32\" is float32's ms/step divided by the policy's at the same batch size, "
+    "with its own interval: faster or slower only where the whole interval is above or below 1, "
+    'otherwise "no measurable difference". A cell without a timing says why: OOM (out of memory, '
+    "on evidence), killed (killed from outside), over budget (a step is, or is clearly predicted "
+    "to be, slower than train.max_step_seconds), NaN/Inf (the loss became non-finite) or "
+    "unsupported (no kernel for the policy on this device); hover over it for the recorded "
+    "reason. The published (2020) numbers follow for comparison."
 )
 
 

@@ -36,15 +36,30 @@ def compare_with_published(summary: pd.DataFrame, published: pd.DataFrame) -> st
         s = speedup_range(rows, "mixed_float16")
         if not s.empty:
             theirs.append(f"{percent_range(s)} on the {device}")
-    ours = []
-    for (variant, device), rows in groups(summary):
-        for policy in policies(rows):
-            s = speedup_range(rows, policy)
-            if policy != "float32" and not s.empty:
-                name = rows["device_name"].iloc[0]
-                hardware = f" ({name})" if isinstance(name, str) else ""
-                ours.append(f"{policy} {percent_range(s)} on {variant} · {device}{hardware}")
+    ours = [
+        f"{policy} {_ours(rows, policy)} on {variant} · {device}{_hardware(rows)}"
+        for (variant, device), rows in groups(summary)
+        for policy in policies(rows)
+        if policy != "float32" and not speedup_range(rows, policy).empty
+    ]
     text = "Published, mixed_float16 against float32: " + "; ".join(theirs) + ". "
     if ours:
         return text + "Ours: " + "; ".join(ours) + "."
     return text + "Ours: no mixed-precision run and float32 run both ran ok at the same batch size."
+
+
+def _hardware(rows: pd.DataFrame) -> str:
+    name = rows["device_name"].iloc[0]
+    return f" ({name})" if isinstance(name, str) else ""
+
+
+def _ours(rows: pd.DataFrame, policy: str) -> str:
+    """Our speedups where they are measurable; the batch sizes where they are not."""
+    hit = rows[(rows["policy"] == policy) & rows["speedup_vs_float32"].notna()]
+    same = hit[hit["speedup_verdict"] == "no measurable difference"]
+    measurable = hit.drop(same.index).set_index("batch_size")["speedup_vs_float32"]
+    parts = [percent_range(measurable)] if not measurable.empty else []
+    if not same.empty:
+        batch_sizes = ", ".join(str(int(b)) for b in sorted(same["batch_size"]))
+        parts.append(f"no measurable difference at batch {batch_sizes}")
+    return " and ".join(parts)

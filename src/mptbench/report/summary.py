@@ -1,5 +1,6 @@
 """summary.csv: one row per run record, its columns as record.py describes them, plus what
-only several records together say (speedups) and the calibration adds (peaks, MFU)."""
+only several records together say (speedups and their intervals) and what the calibration
+adds (the peak the cell is held to, MFU)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ from typing import Any
 import pandas as pd
 
 from mptbench import policies as policy_facts
+from mptbench import stats
 from mptbench.policies import policy_of_record
 from mptbench.record import COLUMNS, FIELDS
+
+BASELINE = "float32"
+CELL_KEYS = ["variant", "device", "batch_size"]
 
 
 def hardware(record: dict[str, Any]) -> dict[str, Any]:
@@ -35,45 +40,124 @@ def hardware(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def peaks(calibration: dict[str, Any] | None, dtype: str) -> dict[str, Any]:
-    """The measured peak for a compute dtype, and how it compares with float32's."""
+def _tflops(calibration: dict, kind: str, dtype: str) -> float | None:
+    return ((calibration.get(kind) or {}).get(dtype) or {}).get("tflops")
+
+
+def peaks(calibration: dict[str, Any] | None, dtype: str, row: dict[str, Any]) -> dict[str, Any]:
+    """The cell's peak: its convolution FLOPs at the conv peak and its dense FLOPs at the
+    matmul peak of its compute dtype (a FLOP-weighted harmonic mean); and MFU against it."""
     if not calibration or dtype not in policy_facts.DTYPES:
         return {}
-    return {
-        "peak_tflops": ((calibration.get("matmul") or {}).get(dtype) or {}).get("tflops"),
+    out = {
         "matmul_peak_vs_float32": (calibration.get("matmul_vs_float32") or {}).get(dtype),
         "conv_peak_vs_float32": (calibration.get("conv_vs_float32") or {}).get(dtype),
     }
+    work = {
+        "conv": row.get("conv_flops_per_step") or 0,
+        "matmul": row.get("matmul_flops_per_step") or 0,
+    }
+    if not sum(work.values()):
+        return out
+    rates = {kind: _tflops(calibration, kind, dtype) for kind in work if work[kind]}
+    if not all(rates.values()):
+        return out
+    seconds = sum(work[kind] / (rates[kind] * 1e12) for kind in rates)
+    out["peak_tflops"] = sum(work.values()) / seconds / 1e12
+    return out | _mfu(row, out["peak_tflops"])
+
+
+def _mfu(row: dict[str, Any], peak: float) -> dict[str, Any]:
+    """MFU end to end and compute only; none above 1: such a peak is no ceiling."""
+    out: dict[str, Any] = {}
+    for column, achieved in (
+        ("mfu", "achieved_tflops"),
+        ("mfu_compute", "achieved_tflops_compute"),
+    ):
+        if row.get(achieved):
+            out[column] = row[achieved] / peak
+    over = {k: v for k, v in out.items() if v > 1}
+    if over:
+        best = max(row.get("achieved_tflops") or 0, row.get("achieved_tflops_compute") or 0)
+        out = {"mfu": None, "mfu_compute": None}
+        out["peak_note"] = (
+            f"calibration too low: this cell reached {best:.3g} TFLOP/s, above the calibrated "
+            f"peak of {peak:.3g} TFLOP/s, so no MFU is given"
+        )
+    return out
 
 
 def row_of(record: dict[str, Any], calibrations: dict) -> dict[str, Any]:
     row = {f.name: f.read(record) for f in FIELDS if not f.derived}
     row["compute_dtype"] = policy_of_record(record).compute_dtype
     row["variant"] = row["variant"] or "default"
+    row["repeats"] = len(record.get("repeats") or []) or None
     row.update(hardware(record))
     unused = (record.get("fingerprint") or {}).get("tf_unused_cpu_instructions")
     row["tf_unused_cpu_instructions"] = " ".join(unused or []) or None
     calibration = calibrations.get((row["variant"], str(record["device"])))
-    row.update(peaks(calibration, row["compute_dtype"]))
-    if row.get("peak_tflops") and row.get("achieved_tflops"):
-        row["mfu"] = row["achieved_tflops"] / row["peak_tflops"]
+    row.update(peaks(calibration, row["compute_dtype"], row))
     return row
 
 
+def raw_steps(record: dict[str, Any], key: str) -> list[list[float]]:
+    """Each repeat's timed steps (ms) of the real run (step_ms) or the twin (synthetic_step_ms)."""
+    return [r[key] for r in record.get("repeats") or [] if r.get(key)]
+
+
+def verdict(low: float, high: float) -> str:
+    if low > 1:
+        return "faster"
+    if high < 1:
+        return "slower"
+    return "no measurable difference"
+
+
+def _speedups(df: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
+    """Each policy's speedup over float32 at the same variant, device and batch size, end to
+    end and compute only, with 95% intervals drawn from both cells' raw steps."""
+    ok = (df["outcome"] == "ok") & (df["ms_per_step"] > 0)
+    base = {
+        key: i
+        for i, key in zip(df.index, df[CELL_KEYS].itertuples(index=False), strict=True)
+        if ok[i] and df.at[i, "policy"] == BASELINE
+    }
+    for i in df.index[ok]:
+        j = base.get(tuple(df.loc[i, CELL_KEYS]))
+        if j is None:
+            continue
+        if i == j:
+            df.at[i, "speedup_vs_float32"] = 1.0
+            continue
+        for prefix, column, key in (
+            ("speedup", "ms_per_step", "step_ms"),
+            ("speedup_compute", "synthetic_ms_per_step", "synthetic_step_ms"),
+        ):
+            _ratio(df, i, j, prefix, column, raw_steps(records[j], key), raw_steps(records[i], key))
+    return df
+
+
+def _ratio(df: pd.DataFrame, i: int, j: int, prefix: str, column: str, top, bottom) -> None:
+    point = prefix if prefix != "speedup" else "speedup_vs_float32"
+    if pd.isna(df.at[i, column]) or pd.isna(df.at[j, column]):
+        return
+    df.at[i, point] = df.at[j, column] / df.at[i, column]
+    if top and bottom:
+        low, high = stats.ratio_interval(top, bottom)
+        df.at[i, f"{prefix}_ci_low"], df.at[i, f"{prefix}_ci_high"] = low, high
+        if prefix == "speedup":
+            df.at[i, "speedup_verdict"] = verdict(low, high)
+
+
 def add_speedup(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """speedup_vs_float32: float32's ms_per_step over this row's for the same keys, both ok."""
+    """speedup_vs_float32 from medians alone (the published table has no raw steps)."""
     ok = (df["outcome"] == "ok") & (df["ms_per_step"] > 0)
     baseline = (
-        df[ok & (df["policy"] == "float32")]
-        .groupby(keys)["ms_per_step"]
-        .median()
-        .rename("_float32_ms")
-        .reset_index()
+        df[ok & (df["policy"] == BASELINE)].groupby(keys)["ms_per_step"].median().rename("_f32")
     )
-    out = df.merge(baseline, on=keys, how="left")
-    out["speedup_vs_float32"] = (out["_float32_ms"] / out["ms_per_step"]).where(ok.to_numpy())
-    out.loc[ok.to_numpy() & (out["policy"] == "float32").to_numpy(), "speedup_vs_float32"] = 1.0
-    return out.drop(columns="_float32_ms")
+    out = df.merge(baseline.reset_index(), on=keys, how="left")
+    out["speedup_vs_float32"] = (out["_f32"] / out["ms_per_step"]).where(ok.to_numpy())
+    return out.drop(columns="_f32")
 
 
 def summarise(
@@ -86,7 +170,8 @@ def summarise(
             df[f.name] = pd.to_numeric(df[f.name], errors="coerce")
         if f.type is int:  # counts stay integers in the CSV even where a record has none
             df[f.name] = df[f.name].astype("Int64")
-    df = add_speedup(df, ["variant", "device", "batch_size"])
+    df["speedup_verdict"] = df["speedup_verdict"].astype(object)
+    df = _speedups(df, records)
     df = df.sort_values(["variant", "device", "policy", "batch_size"], kind="stable")
     return df[COLUMNS].reset_index(drop=True)
 

@@ -31,16 +31,22 @@ def text(value) -> str:
     return str(value)
 
 
-def speedup_cell(speedup) -> dict:
-    """A speedup: green above 1, red below, a dash where there is none."""
+def speedup_cell(speedup, low=None, high=None, verdict=None) -> dict:
+    """A speedup with its 95% interval: green when measurably faster, red when measurably
+    slower; "no measurable difference" when the interval holds 1; a dash where there is none."""
     if speedup is None or pd.isna(speedup):
         return cell("—", "missing")
-    css = "faster" if speedup > 1 else "slower" if speedup < 1 else None
-    return cell(f"{speedup:.2f}×", css)
+    interval = None if low is None or pd.isna(low) else f"95% CI {low:.2f}–{high:.2f}"
+    if verdict == "no measurable difference":
+        return cell("no measurable difference", "same", small=f"{speedup:.2f}×, {interval}")
+    css = {"faster": "faster", "slower": "slower"}.get(verdict)
+    if verdict is None or not isinstance(verdict, str):  # no interval: the point alone
+        css = "faster" if speedup > 1 else "slower" if speedup < 1 else None
+    return cell(f"{speedup:.2f}×", css, small=interval)
 
 
 def ms_cell(row: pd.Series | None) -> dict:
-    """A cell's median ms/step with its p10-p90, or the outcome that left it without one."""
+    """A cell's median ms/step with its 95% interval, or the outcome that left it without one."""
     if row is None:
         return cell("—", "missing", "not run")
     if row["outcome"] != "ok" or pd.isna(row["ms_per_step"]):
@@ -48,9 +54,20 @@ def ms_cell(row: pd.Series | None) -> dict:
         reason = row.get("reason")
         return cell(word, "fail", reason if isinstance(reason, str) else word)
     spread = None
-    if pd.notna(row.get("ms_per_step_p10")) and pd.notna(row.get("ms_per_step_p90")):
+    if pd.notna(row.get("ms_per_step_ci_low")) and pd.notna(row.get("ms_per_step_ci_high")):
+        spread = f"95% CI {fmt_ms(row['ms_per_step_ci_low'])}–{fmt_ms(row['ms_per_step_ci_high'])}"
+    elif pd.notna(row.get("ms_per_step_p10")) and pd.notna(row.get("ms_per_step_p90")):
         spread = f"p10–p90: {fmt_ms(row['ms_per_step_p10'])}–{fmt_ms(row['ms_per_step_p90'])}"
     return cell(fmt_ms(row["ms_per_step"]), small=spread)
+
+
+def _speedup_of(row: pd.Series | None) -> dict:
+    if row is None:
+        return speedup_cell(None)
+    return speedup_cell(
+        row["speedup_vs_float32"], row.get("speedup_ci_low"), row.get("speedup_ci_high"),
+        row.get("speedup_verdict"),
+    )  # fmt: skip
 
 
 def policy_table(rows: pd.DataFrame) -> dict:
@@ -70,7 +87,7 @@ def policy_table(rows: pd.DataFrame) -> dict:
             row = cells.loc[(batch_size, p)] if (batch_size, p) in cells.index else None
             tds.append(ms_cell(row))
             if p != "float32":
-                tds.append(speedup_cell(None if row is None else row["speedup_vs_float32"]))
+                tds.append(_speedup_of(row))
         body.append(tds)
     return {"head": head, "rows": body}
 

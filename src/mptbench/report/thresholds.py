@@ -1,0 +1,22 @@
+"""Every threshold the diagnosis judges by, in one place, each with the reason for its value.
+
+Speedups are not judged by a threshold: a speedup is "faster" or "slower" only when its whole
+95% interval is above or below 1, and "the input pipeline ate the gain" only when the
+compute-only speedup's interval lies wholly above the end-to-end one's.
+"""
+
+# A cell whose steps take this much longer than its synthetic twin's (same model, policy and
+# batch on in-memory tensors) waits for its input. 15% is well above the few percent two runs
+# of one cell differ by on an idle machine, and small enough to catch a pipeline that has
+# started to hold the model back.
+INPUT_BOUND = 1.15
+
+# A dtype whose calibrated peak is this much above float32's counts as fast math; below its
+# inverse, as slow kernels. Mixed precision adds casts and (float16) loss scaling, so a peak
+# less than 30% higher rarely pays for them; the same margin either way keeps noise in the
+# calibration (a few percent) from deciding.
+FAST_RATIO = 1.3
+
+# How far a probe's predicted step may be from the measured one before the report calls the
+# prediction off; the budget's tolerance (train/budget.py) is the same 30%.
+PREDICTION_OFF = 0.3

@@ -29,6 +29,13 @@ def test_smoke_run_reports_every_cell(smoke):
     assert (summary["ms_per_step"] > 0).all()
     assert set(summary["policy"]) == {"float32", "mixed_float16"}
     assert set(summary["batch_size"]) == {4, 8}
+    # Every figure with its interval, each cell timed in two processes.
+    assert (summary["ms_per_step_ci_low"] <= summary["ms_per_step"]).all()
+    assert (summary["ms_per_step"] <= summary["ms_per_step_ci_high"]).all()
+    assert set(summary["repeats"]) == {2}
+    mixed = summary[summary["policy"] == "mixed_float16"]
+    assert mixed["speedup_ci_low"].notna().all() and mixed["speedup_verdict"].notna().all()
+    assert summary["predicted_step_s"].notna().all() and summary["prediction_error"].notna().all()
     html = (smoke / "results/smoke/report/index.html").read_text()
     assert "<table" in html and ".png" in html
     assert "Tesla V100" in html  # the published numbers beside ours
@@ -98,6 +105,8 @@ def test_variants_run_side_by_side_with_their_own_settings(smoke):
     overrides += '"policy=[float32]","sweep.batch_sizes=[8]"]'
     done = snakemake(smoke, "--cores", "2", "--config", "experiment=smoke", overrides)
     assert done.returncode == 0, done.stderr[-3000:]
+    # pypi's calibration (same settings as smoke's) is reused; only the new variants calibrate.
+    assert job_counts(done.stdout + done.stderr)["calibrate"] == 2
     summary = pd.read_csv(smoke / "results/smoke_variants/report/summary.csv")
     assert sorted(summary["variant"]) == ["pypi", "pypi_onednn", "pypi_xla"]
     assert set(summary["outcome"]) == {"ok"} and (summary["ms_per_step"] > 0).all()
@@ -123,13 +132,18 @@ def test_a_policy_added_by_override_alone_gets_its_own_dtype(smoke):
     summary = pd.read_csv(smoke / "results/smoke_policy/report/summary.csv").set_index("policy")
     assert summary.loc["bf16_copy", "compute_dtype"] == "bfloat16"
     assert summary.loc["bf16_copy", "outcome"] == "ok"
-    calibration = json.loads((smoke / "results/calibration/pypi/cpu.json").read_text())
-    bf16_peak = calibration["matmul"]["bfloat16"]["tflops"]
-    assert summary.loc["bf16_copy", "peak_tflops"] == pytest.approx(bf16_peak)
+    (calibration_file,) = (smoke / "results/calibration/pypi/cpu").glob("*.json")
+    calibration = json.loads(calibration_file.read_text())
+    row = summary.loc["bf16_copy"]
+    # Its convolution FLOPs at the bfloat16 conv peak, its dense FLOPs at the matmul peak.
+    seconds = row["conv_flops_per_step"] / (calibration["conv"]["bfloat16"]["tflops"] * 1e12)
+    seconds += row["matmul_flops_per_step"] / (calibration["matmul"]["bfloat16"]["tflops"] * 1e12)
+    bf16_peak = row["flops_per_step"] / seconds / 1e12
+    assert row["peak_tflops"] == pytest.approx(bf16_peak)
     assert summary.loc["bf16_copy", "mfu"] == pytest.approx(
         summary.loc["bf16_copy", "achieved_tflops"] / bf16_peak
     )
     html = (smoke / "results/smoke_policy/report/index.html").read_text()
     diagnosis = html.split("<b>Diagnosis.</b>", 1)[1].split("</p>", 1)[0]
-    assert "bf16_copy: median speedup" in diagnosis
+    assert "bf16_copy against float32 (speedup_vs_float32)" in diagnosis
     assert "bf16_copy reached" in diagnosis and "bfloat16 peak" in diagnosis

@@ -7,10 +7,10 @@ import pytest
 from mptbench.measure.calibrate import calibrate_variant
 
 SETTINGS = {
-    "matmul_size": 256,
-    "conv_shape": [2, 8, 8, 16, 16],
-    "conv_kernel": 3,
+    "matmul": {"start": 64, "max": 256},
+    "conv": {"batch": 2, "spatial": 8, "start_channels": 8, "max_channels": 32, "kernels": [3, 5]},
     "min_seconds": 0.05,
+    "cap_s": 3,
 }
 
 
@@ -22,9 +22,27 @@ def test_calibrate_measures_every_dtype(tmp_path):
     data = json.loads(out.read_text())
     assert set(data["matmul"]) == set(data["conv"]) == {"float32", "float16", "bfloat16"}
     assert all(v["tflops"] > 0 and v["iterations"] >= 1 for v in data["matmul"].values())
+    # Each dtype's sizes grew from the smallest, and the best one is the peak.
+    for kind in ("matmul", "conv"):
+        for result in data[kind].values():
+            tried = result["tried"]
+            assert tried and result["tflops"] == max(t["tflops"] for t in tried)
+            assert result["stopped"]
+    assert data["matmul"]["float32"]["tried"][0]["size"] == 64
+    assert {t["kernel"] for t in data["conv"]["float32"]["tried"]} <= {3, 5}
+    assert data["settings"] == SETTINGS and data["jit_compile"] is False
     assert data["matmul_vs_float32"]["float32"] == 1.0
     assert data["fingerprint"]["onednn"] in ("on", "off", "off (no oneDNN start-up message)")
     assert data["variant"] == "pypi" and data["device"] == "cpu"
+
+
+@pytest.mark.slow
+def test_an_xla_variant_is_calibrated_compiled(tmp_path):
+    out = tmp_path / "xla.json"
+    variant = {"name": "pypi_xla", "env": {}, "jit_compile": True}
+    small = dict(SETTINGS, cap_s=1, conv=dict(SETTINGS["conv"], kernels=[3]))
+    assert calibrate_variant("cpu", variant, small, None, str(out)) == 0
+    assert json.loads(out.read_text())["jit_compile"] is True
 
 
 def test_calibrate_fails_clearly_for_an_absent_gpu(tmp_path, capfd):

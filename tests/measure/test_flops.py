@@ -5,7 +5,11 @@ from pathlib import Path
 import pytest
 
 from mptbench.config import compose_config
-from mptbench.measure.flops import forward_flops_per_example, training_flops_per_step
+from mptbench.measure.flops import (
+    forward_flops_by_kind,
+    forward_flops_per_example,
+    training_flops_per_step,
+)
 from mptbench.policies import Policy
 from mptbench.train.models import build_model
 
@@ -21,4 +25,5 @@ def test_flops_of_the_seed_convnet_match_a_hand_count():
     conv3 = 2 * 32 * 32 * 11 * 11 * 64 * 128
     dense = 2 * 128 * 10
     assert forward_flops_per_example(model) == conv1 + conv2 + conv3 + dense
+    assert forward_flops_by_kind(model) == {"conv": conv1 + conv2 + conv3, "matmul": dense}
     assert training_flops_per_step(model, 32) == 3 * 32 * (conv1 + conv2 + conv3 + dense)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -42,7 +41,15 @@ CELLS = [
     ("gpu0", "mixed_float16", 32, "ok", 25.0, None),
     ("gpu0", "float32", 64, "oom", None, "OOM when allocating tensor <shape>"),
     ("gpu0", "mixed_float16", 64, "ok", 48.0, None),
+    ("gpu0", "float32", 128, "ok", 60.0, None),
+    ("gpu0", "mixed_float16", 128, "ok", 59.0, None),
 ]
+DTYPE = {"float32": "float32", "mixed_float16": "float16"}
+
+
+def steps_around(ms: float) -> list[float]:
+    """21 steps within +-10% of ms, their median exactly ms."""
+    return [round(ms * (1 + d / 100), 6) for d in range(-10, 11)]
 
 
 def make_record(device, policy, batch_size, outcome, ms_per_step, reason) -> dict:
@@ -69,14 +76,19 @@ def make_record(device, policy, batch_size, outcome, ms_per_step, reason) -> dic
             "keras": "3.15.1",
         },
     }
+    record["config"] = {"policy": {"name": policy, "compute_dtype": DTYPE[policy]}}
     if outcome == "ok":
+        steps = steps_around(ms_per_step)
         record.update(
             ms_per_step=ms_per_step,
+            ms_per_step_ci_low=0.97 * ms_per_step,
+            ms_per_step_ci_high=1.03 * ms_per_step,
             ms_per_step_p10=0.9 * ms_per_step,
             ms_per_step_p90=1.1 * ms_per_step,
-            timed_steps=20,
+            timed_steps=2 * len(steps),
             images_per_sec=1000 * batch_size / ms_per_step,
             final_val_accuracy=0.5 if policy == "float32" else 0.49,
+            repeats=[{"repeat": i, "step_ms": steps} for i in (1, 2)],
         )
     if outcome == "over_budget":
         record["predicted_step_s"] = 12.0
@@ -137,6 +149,15 @@ def test_summary_has_one_row_per_record_with_speedups(built):
     assert float(speedup["cpu", "mixed_float16", 64]) == pytest.approx(800 / 1100)
     assert float(speedup["gpu0", "mixed_float16", 32]) == pytest.approx(30 / 25)
     assert float(speedup["cpu", "float32", 32]) == 1.0
+    low, high = (
+        float(by_cell["cpu", "mixed_float16", 32][k]) for k in ("speedup_ci_low", "speedup_ci_high")
+    )
+    assert low < 400 / 500 < high < 1
+    assert by_cell["cpu", "mixed_float16", 32]["speedup_verdict"] == "slower"
+    assert by_cell["gpu0", "mixed_float16", 32]["speedup_verdict"] == "faster"
+    # 60 against 59 ms, each +-10%: an interval holding 1, not a 2% gain.
+    assert by_cell["gpu0", "mixed_float16", 128]["speedup_verdict"] == "no measurable difference"
+    assert by_cell["cpu", "float32", 32]["repeats"] == "2"
     # No float32 timing at gpu0 batch 64 (it ran out of memory), so no speedup there.
     assert speedup["gpu0", "mixed_float16", 64] == ""
     assert by_cell["gpu0", "float32", 64]["outcome"] == "oom"
@@ -158,16 +179,21 @@ def test_html_has_a_table_per_device_with_outcomes(built):
     gpu = section(html, "<h2>pypi · gpu0")
     assert "Tesla T4 (compute capability 7.5)" in gpu
     assert 'title="OOM when allocating tensor &lt;shape&gt;">OOM<' in gpu
+    assert '<td class="same">no measurable difference<small>1.02×, 95% CI ' in gpu
+    assert "<small>95% CI 29.1–30.9</small>" in gpu  # the cell's own interval
     assert "<shape>" not in html
 
 
 def test_diagnosis_cites_measured_speedups(built):
     html = (built / "index.html").read_text()
     cpu = section(html, "<h2>pypi · cpu").split("<b>Diagnosis.</b>")[1]
-    assert f"{statistics.median([400 / 500, 800 / 1100]):.2f}×" in cpu
-    assert "slower than float32" in cpu and "on a CPU only AMX" in cpu
+    assert f"batch 32: slower, {400 / 500:.2f}× (95% interval " in cpu
+    assert f"batch 64: slower, {800 / 1100:.2f}× (95% interval " in cpu
+    assert "(speedup_vs_float32)" in cpu
+    assert "no fast float16 math (fast_float16 false)" in cpu and "measurably slower" in cpu
     gpu = section(html, "<h2>pypi · gpu0").split("<b>Diagnosis.</b>")[1]
-    assert f"{30 / 25:.2f}×" in gpu
+    assert f"batch 32: faster, {30 / 25:.2f}×" in gpu
+    assert "batch 128: no measurable difference, 1.02×" in gpu
     assert "mixed_float16 fit batch 64, where float32 ran out of memory" in gpu
 
 
@@ -205,7 +231,7 @@ def test_library_functions(tmp_path):
     ]
     cpu = summary[summary["device"] == "cpu"]
     sentences = diagnose(cpu)
-    assert any("median speedup 0.76×" in s for s in sentences)
+    assert any("batch 64: slower, 0.73×" in s for s in sentences)
     assert any(s.startswith("Over budget: float32 at batch 128") for s in sentences)
     published = load_published()
     v100 = policy_table(published[published["device"] == "Tesla V100"])

@@ -1,15 +1,13 @@
-"""One grid cell, trained for real: timing, outcomes, the run record and its MLflow run."""
+"""One repeat of a grid cell, trained for real in this process: its steps and outcomes."""
 
 import copy
 from pathlib import Path
 
-import mlflow
 import pytest
 
 from mptbench.config import Cell, compose_config, run_config
 from mptbench.train.budget import probe_cell
-from mptbench.train.cell import run_cell
-from mptbench.train.timing import percentile, summarise
+from mptbench.train.cell import run_repeat
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 pytestmark = pytest.mark.slow
@@ -17,100 +15,66 @@ pytestmark = pytest.mark.slow
 
 def _run(policy="float32", batch_size=8, **train):
     cfg = compose_config(CONF, "smoke")
-    run = run_config(cfg, Cell("pypi", "cpu", policy, batch_size))
-    run = copy.deepcopy(run)
+    run = copy.deepcopy(run_config(cfg, Cell("pypi", "cpu", policy, batch_size)))
     run["train"].update(train)
     return run
 
 
-def test_ok_cell_records_timing_epochs_and_one_mlflow_run(prepared32, tracking):
-    run = _run(epochs=2, steps_per_epoch=4, warmup_steps=2, timed_steps=6, min_timed_steps=3)
-    record = run_cell(run, prepared32, tracking, log=lambda _: None)
-    assert record["outcome"] == "ok" and record["reason"] is None
-    assert record["timed_steps"] == 6  # 8 steps in all, the first 2 warm-up
-    assert len(record["warmup_ms"]) == 2
-    assert 0 < record["ms_per_step_p10"] <= record["ms_per_step"] <= record["ms_per_step_p90"]
-    assert record["images_per_sec"] == pytest.approx(8 / (record["ms_per_step"] / 1000))
-    assert [e["epoch"] for e in record["epochs"]] == [1, 2]
-    assert "val_accuracy" in record["epochs"][-1]
-    assert record["fingerprint"]["tensorflow"] == "2.21.0"
-    assert record["fingerprint"]["gpu"] is None
-
-    client = mlflow.MlflowClient(tracking["tracking_uri"])
-    run_info = client.get_run(record["mlflow_run_id"])
-    assert run_info.info.status == "FINISHED"
-    assert run_info.data.tags["outcome"] == "ok"
-    assert run_info.data.params["train.epochs"] == "2"
-    assert run_info.data.params["policy.name"] == "float32"
-    assert run_info.data.params["cell.batch_size"] == "8"
-    assert run_info.data.metrics["ms_per_step"] == pytest.approx(record["ms_per_step"])
-    assert [m.step for m in client.get_metric_history(record["mlflow_run_id"], "loss")] == [1, 2]
-
-    # A rerun of the same cell replaces its run: the store keeps one run per cell.
-    again = run_cell(run, prepared32, tracking, log=lambda _: None)
-    active = client.search_runs([tracking["experiment_id"]])
-    assert [r.info.run_id for r in active] == [again["mlflow_run_id"]]
+def test_a_repeat_times_its_steps_and_its_twin(prepared32):
+    run = _run(epochs=2, steps_per_epoch=4, warmup_steps=2, timed_steps=6, min_timed_steps=3,
+               precision=None)  # fmt: skip
+    result = run_repeat(run, prepared32, repeat=0)
+    assert result["outcome"] == "ok" and result["reason"] is None
+    assert len(result["step_s"]) == 6  # 8 steps in all, the first 2 warm-up
+    assert result["stopped_by"] == "steps"
+    assert len(result["warmup_s"]) == 2
+    assert [e["epoch"] for e in result["epochs"]] == [1, 2]
+    assert "val_accuracy" in result["epochs"][-1]
+    assert 1 <= len(result["synthetic_step_s"]) <= run["train"]["synthetic_max_steps"]
+    assert result["flops"]["conv"] > 0 and result["flops"]["matmul"] > 0
+    assert result["fingerprint"]["tensorflow"] == "2.21.0"
+    assert result["fingerprint"]["gpu"] is None and result["fingerprint"]["xla"] is False
 
 
-def test_timed_steps_account_for_the_timed_wall_time(prepared32, tracking):
-    run = _run(batch_size=16, epochs=2, steps_per_epoch=6, warmup_steps=2, timed_steps=10)
-    record = run_cell(run, prepared32, tracking, log=lambda _: None)
-    assert record["timed_steps"] == 10
+def test_timed_steps_account_for_the_timed_wall_time(prepared32):
+    run = _run(batch_size=16, epochs=2, steps_per_epoch=6, warmup_steps=2, timed_steps=10,
+               min_timed_steps=10, precision=None, synthetic_twin=False)  # fmt: skip
+    result = run_repeat(run, prepared32, repeat=0)
+    assert len(result["step_s"]) == 10
     # The timed steps span two epochs; validation between them is not counted as step time.
-    assert record["timed_steps_s"] == pytest.approx(record["timed_wall_s"], rel=0.05)
+    assert sum(result["step_s"]) == pytest.approx(result["timed_wall_s"], rel=0.05)
 
 
-def test_time_budget_stops_after_the_minimum_steps(prepared32, tracking):
-    run = _run(
-        epochs=1,
-        steps_per_epoch=50,
-        warmup_steps=1,
-        timed_steps=None,
-        min_timed_steps=3,
-        time_budget_s=1e-6,
-        validate=False,
-    )
-    record = run_cell(run, prepared32, tracking, log=lambda _: None)
-    assert record["outcome"] == "ok"
-    assert record["timed_steps"] == 3
+def test_the_time_budget_stops_after_the_minimum_steps(prepared32):
+    run = _run(epochs=1, steps_per_epoch=50, warmup_steps=1, timed_steps=None,
+               min_timed_steps=3, time_budget_s=1e-6, precision=None, validate=False,
+               synthetic_twin=False)  # fmt: skip
+    result = run_repeat(run, prepared32, repeat=0)
+    assert result["outcome"] == "ok" and len(result["step_s"]) == 3
+    assert result["stopped_by"] == "budget"
 
 
-def test_probe_times_a_few_images(prepared32):
-    probe = probe_cell(_run(probe_batch_size=2), prepared32)
-    assert probe["batch_size"] == 2 and probe["image_size"] == 32
-    assert 0 < probe["step_s"] <= probe["first_step_s"] + 1.0
-    assert (probe["variant"], probe["device"], probe["policy"]) == ("pypi", "cpu", "float32")
+def test_a_first_timed_step_over_the_limit_ends_the_repeat_over_budget(prepared32):
+    run = _run(epochs=1, steps_per_epoch=20, warmup_steps=1, min_timed_steps=3,
+               max_step_seconds=1e-6, synthetic_twin=False, validate=False)  # fmt: skip
+    result = run_repeat(run, prepared32, repeat=0)
+    assert result["outcome"] == "over_budget" and len(result["step_s"]) == 1
+    assert result["reason"].startswith("the first timed step took")
 
 
-def test_probe_marks_a_too_slow_cell_over_budget_without_training(prepared32, tracking):
-    run = _run(batch_size=16, max_step_seconds=3.0)
-    probe = {"step_s": 1.0, "batch_size": 4}  # 1 s for 4 images: about 4 s at batch 16
-    record = run_cell(run, prepared32, tracking, log=lambda _: None, probe=probe)
-    assert record["outcome"] == "over_budget"
-    assert record["predicted_step_s"] == pytest.approx(4.0)
-    assert "predicted 4.0 s/step" in record["reason"]
-    assert "train.max_step_seconds=3.0" in record["reason"]
-    assert "ms_per_step" not in record
-    tags = mlflow.MlflowClient(tracking["tracking_uri"]).get_run(record["mlflow_run_id"]).data.tags
-    assert tags["outcome"] == "over_budget"
-    # Under the limit the cell trains.
-    run = _run(batch_size=8, max_step_seconds=3.0, epochs=1, steps_per_epoch=5, timed_steps=3)
-    assert run_cell(run, prepared32, tracking, log=lambda _: None, probe=probe)["outcome"] == "ok"
-
-
-def test_exploding_loss_is_recorded_as_nonfinite(prepared32, tracking):
+def test_an_exploding_loss_is_recorded_as_nonfinite(prepared32):
     run = _run(epochs=1, steps_per_epoch=6, warmup_steps=1, timed_steps=4, min_timed_steps=1)
     run["model"]["learning_rate"] = 1e38
-    record = run_cell(run, prepared32, tracking, log=lambda _: None)
-    assert record["outcome"] == "nonfinite"
-    assert "loss became" in record["reason"]
+    result = run_repeat(run, prepared32, repeat=0)
+    assert result["outcome"] == "nonfinite"
+    assert "loss became" in result["reason"]
 
 
-def test_percentiles_and_summary():
-    assert percentile([1, 2, 3, 4], 50) == 2.5
-    assert percentile([5.0], 90) == 5.0
-    summary = summarise([0.1, 0.2, 0.3], batch_size=10, timed_wall_s=0.61)
-    assert summary["ms_per_step"] == pytest.approx(200)
-    assert summary["images_per_sec"] == pytest.approx(50)
-    assert summary["timed_steps"] == 3
-    assert summarise([], 10, None) == {"timed_steps": 0}
+def test_the_probe_times_two_batch_sizes(prepared32):
+    probe = probe_cell(_run(probe_batch_sizes=[2, 4], max_step_seconds=None), prepared32)
+    assert [p["batch_size"] for p in probe["points"]] == [2, 4]
+    assert all(len(p["steps_s"]) == 3 and p["step_s"] > 0 for p in probe["points"])
+    assert (probe["variant"], probe["device"], probe["policy"]) == ("pypi", "cpu", "float32")
+    # A limit no step can meet: the probe stops after its first step at the smaller size.
+    stopped = probe_cell(_run(probe_batch_sizes=[2, 4], max_step_seconds=1e-6), prepared32)
+    assert [len(p["steps_s"]) for p in stopped["points"]] == [1]

@@ -1,11 +1,14 @@
-"""The train job's supervisor: a trainer killed for memory, past its limit, or failing."""
+"""The train job's supervisor: repeats in fresh processes, one MLflow run, and a trainer that
+dies recorded as what the evidence says (oom only with a memory record)."""
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import mlflow
@@ -13,21 +16,26 @@ import psutil
 import pytest
 
 from mptbench.config import Cell, compose_config, run_config
-from mptbench.train.supervisor import job_files
+from mptbench.record import METRICS
+from mptbench.train.supervisor import Trainer, train_cell
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
+pytestmark = pytest.mark.slow
+
+
+def _run(**train):
+    cfg = compose_config(CONF, "smoke")
+    run = run_config(cfg, Cell("pypi", "cpu", "float32", train.pop("batch_size", 8)))
+    run["train"].update(train)
+    return run
 
 
 def _job(tmp_path, prepared, tracking, **train):
-    run = run_config(
-        compose_config(CONF, "smoke"), Cell("pypi", "cpu", "float32", train.pop("batch_size", 8))
-    )
-    run["train"].update(train)
     paths = {name: tmp_path / f"{name}.json" for name in ("prepared", "tracking", "run")}
     paths["prepared"].write_text(json.dumps(prepared))
     paths["tracking"].write_text(json.dumps(tracking))
-    paths["run"].write_text(json.dumps(run))
+    paths["run"].write_text(json.dumps(_run(**train)))
     record = tmp_path / "record.json"
     command = [
         sys.executable, "-m", "mptbench.train.supervisor", "--run", str(paths["run"]),
@@ -37,38 +45,66 @@ def _job(tmp_path, prepared, tracking, **train):
     return command, record
 
 
-@pytest.mark.slow
-def test_trainer_killed_for_memory_is_recorded_as_oom(tmp_path, prepared32, tracking):
+def test_a_cell_is_timed_in_repeats_and_logged_as_one_mlflow_run(tmp_path, prepared32, tracking):
+    command, record = _job(tmp_path, prepared32, tracking, repeats=2, epochs=2, steps_per_epoch=4,
+                           warmup_steps=2, timed_steps=6, min_timed_steps=3)  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    data = json.loads(record.read_text())
+    assert data["outcome"] == "ok" and len(data["repeats"]) == 2
+    assert data["timed_steps"] == sum(len(r["step_ms"]) for r in data["repeats"])
+    assert data["ms_per_step_ci_low"] <= data["ms_per_step"] <= data["ms_per_step_ci_high"]
+    assert data["images_per_sec"] == pytest.approx(8 / (data["ms_per_step"] / 1000))
+    assert [e["epoch"] for e in data["epochs"]] == [1, 2]
+    assert data["fingerprint"]["tensorflow"] == "2.21.0"
+    assert data["config"]["variant"]["installed"] == {}
+    client = mlflow.MlflowClient(tracking["tracking_uri"])
+    run = client.get_run(data["mlflow_run_id"])
+    assert run.info.status == "FINISHED" and run.data.tags["outcome"] == "ok"
+    assert run.data.params["train.repeats"] == "2" and run.data.params["cell.batch_size"] == "8"
+    logged = {m for m in METRICS if data.get(m) is not None}
+    assert logged <= set(run.data.metrics) and "ms_per_step_ci_high" in logged
+    assert [m.step for m in client.get_metric_history(data["mlflow_run_id"], "loss")] == [1, 2]
+    # A rerun of the same cell replaces its run: the store keeps one run per cell.
+    assert subprocess.run(command, capture_output=True, timeout=300).returncode == 0
+    again = json.loads(record.read_text())
+    active = client.search_runs([tracking["experiment_id"]])
+    assert [r.info.run_id for r in active] == [again["mlflow_run_id"]]
+
+
+def _kill_the_trainer_when_it_trains(job: subprocess.Popen) -> None:
+    """SIGKILL the supervisor's child once TensorFlow is in it (its memory says so)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and job.poll() is None:
+        children = psutil.Process(job.pid).children()
+        if children and children[0].memory_info().rss > 400 * 2**20:
+            time.sleep(2)
+            os.kill(children[0].pid, signal.SIGKILL)
+            return
+        time.sleep(0.2)
+    pytest.fail("the trainer never started training")
+
+
+def test_an_outside_sigkill_is_recorded_as_killed_not_oom(tmp_path, prepared32, tracking):
     command, record = _job(
         tmp_path, prepared32, tracking, epochs=1, steps_per_epoch=5000, timed_steps=4000,
-        time_budget_s=None, max_step_seconds=None, validate=False,
+        time_budget_s=None, max_step_seconds=None, validate=False, precision=None,
     )  # fmt: skip
     job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    _, state = job_files(record)
-    deadline = time.monotonic() + 120
-    while not state.exists() and time.monotonic() < deadline and job.poll() is None:
-        time.sleep(0.2)
-    assert state.exists(), job.communicate()[0][-2000:]
-    # What the kernel's out-of-memory killer does to the trainer.
-    for child in psutil.Process(job.pid).children():
-        os.kill(child.pid, signal.SIGKILL)
+    _kill_the_trainer_when_it_trains(job)
     out, _ = job.communicate(timeout=120)
     assert job.returncode == 0, out[-2000:]
     data = json.loads(record.read_text())
-    assert data["outcome"] == "oom" and "SIGKILL" in data["reason"]
-    assert data["batch_size"] == 8 and data["policy"] == "float32"
+    assert data["outcome"] == "killed", data["reason"]
+    assert "SIGKILL" in data["reason"] and "no out-of-memory record" in data["reason"]
     run = mlflow.MlflowClient(tracking["tracking_uri"]).get_run(data["mlflow_run_id"])
-    assert run.info.status == "KILLED"
-    assert run.data.tags["outcome"] == "oom"
-    assert not state.exists()
+    assert run.info.status == "KILLED" and run.data.tags["outcome"] == "killed"
+    assert not list(tmp_path.glob(".record.json.*"))  # the job's own files are gone
 
 
-@pytest.mark.slow
 def test_memory_limit_exceeded_is_recorded_as_oom(tmp_path, prepared32, tracking):
-    command, record = _job(
-        tmp_path, prepared32, tracking, batch_size=16384, memory_limit_mb=1800,
-        max_step_seconds=None, synthetic_twin=False,
-    )  # fmt: skip
+    command, record = _job(tmp_path, prepared32, tracking, batch_size=16384, memory_limit_mb=1800,
+                           max_step_seconds=None, synthetic_twin=False)  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     data = json.loads(record.read_text())
@@ -76,12 +112,63 @@ def test_memory_limit_exceeded_is_recorded_as_oom(tmp_path, prepared32, tracking
     assert "over train.memory_limit_mb=1800" in data["reason"]
 
 
-@pytest.mark.slow
-def test_unknown_failure_fails_the_job(tmp_path, prepared32, tracking):
+@contextlib.contextmanager
+def _memory_cgroup(limit_mb: int):
+    """A memory cgroup of our own (v1 or v2), as root; skips where none can be made."""
+    name = f"mptbench-test-{uuid.uuid4().hex[:8]}"
+    for root, limit_file in (("/sys/fs/cgroup/memory", "memory.limit_in_bytes"),
+                             ("/sys/fs/cgroup", "memory.max")):  # fmt: skip
+        group = Path(root) / name
+        try:
+            group.mkdir()
+            (group / limit_file).write_text(str(limit_mb * 2**20))
+        except OSError:
+            with contextlib.suppress(OSError):
+                group.rmdir()
+            continue
+        try:
+            yield group
+        finally:
+            with contextlib.suppress(OSError):
+                group.rmdir()
+        return
+    pytest.skip("no writable memory cgroup here (needs root and cgroup v1 or v2 memory)")
+
+
+def test_a_real_oom_kill_is_recorded_as_oom_with_the_kernels_record(tmp_path, prepared32, tracking):
+    command, record = _job(tmp_path, prepared32, tracking, batch_size=16384,
+                           max_step_seconds=None, synthetic_twin=False)  # fmt: skip
+    with _memory_cgroup(1500) as group:
+        shell = f'echo $$ > {group}/cgroup.procs && exec "$@"'
+        done = subprocess.run(["sh", "-c", shell, "sh", *command], capture_output=True,
+                              text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    data = json.loads(record.read_text())
+    assert data["outcome"] == "oom", data.get("reason")
+    assert "the kernel's OOM killer killed the trainer" in data["reason"]
+    assert "oom_kill 0 -> 1" in data["reason"] and group.name in data["reason"]
+
+
+def test_an_unknown_failure_fails_the_job(tmp_path, prepared32, tracking):
     command, record = _job(tmp_path, prepared32, tracking)
     broken = dict(prepared32, data_dir=str(tmp_path / "no-such-cache"))
     (tmp_path / "prepared.json").write_text(json.dumps(broken))
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode != 0
-    assert "the training process exited with code" in done.stderr
+    assert "error: the trainer exited with code 1" in done.stderr
     assert not record.exists()
+    run = mlflow.MlflowClient(tracking["tracking_uri"]).search_runs([tracking["experiment_id"]])
+    assert [r.info.status for r in run] == ["FAILED"]
+
+
+def test_a_cell_over_budget_by_its_probe_starts_no_trainer(tmp_path, prepared32, tracking):
+    (tmp_path / "prepared.json").write_text(json.dumps(prepared32))
+    run = _run(batch_size=64, max_step_seconds=3.0)
+    probe = {"points": [{"batch_size": 2, "step_s": 4.0}], "fingerprint": {"host": "probe"}}
+    trainer = Trainer("no-such-python", run, str(tmp_path / "record.json"))
+    record = train_cell(trainer, str(tmp_path / "prepared.json"), tracking, probe)
+    assert record["outcome"] == "over_budget"
+    assert record["reason"].startswith("a probe step at batch 2 already took 4.0 s")
+    assert record["fingerprint"] == {"host": "probe"} and "ms_per_step" not in record
+    tags = mlflow.MlflowClient(tracking["tracking_uri"]).get_run(record["mlflow_run_id"]).data.tags
+    assert tags["outcome"] == "over_budget"

@@ -54,12 +54,16 @@ PREPARED = layout.prepared(DATASET)
 TRACKING = layout.TRACKING.format(experiment=EXPERIMENT)
 REPORT_DIR = layout.REPORT_DIR.format(experiment=EXPERIMENT)
 RECORDS = [layout.RUN_RECORD.format(**cell.wildcards(EXPERIMENT)) for cell in CELLS]
-CALIBRATIONS = sorted(
-    {
-        layout.CALIBRATION.format(variant=cell.variant, device=cell.device)
-        for cell in CELLS
-    }
-)
+
+
+def calibration_of(variant, device):
+    """The calibration a variant's cells on a device are compared with."""
+    settings = Device(device).settings(CFG["device"])["calibrate"]
+    key = layout.calibration_key(CFG["variant"][variant], settings)
+    return layout.CALIBRATION.format(variant=variant, device=device, settings=key)
+
+
+CALIBRATIONS = sorted({calibration_of(cell.variant, cell.device) for cell in CELLS})
 
 # Timing jobs never share a device: each device is a resource of capacity 1 (unless the
 # command line or a profile sets it), and a CPU cell also takes every core Snakemake has.
@@ -73,6 +77,7 @@ wildcard_constraints:
     device=DEVICE_PATTERN,
     policy=r"[A-Za-z0-9_]+",
     batch_size=r"\d+",
+    settings=r"[0-9a-f]{12}",
 
 
 def cell_of(wildcards):
@@ -87,12 +92,9 @@ def train_run(wildcards):
 
 
 def probe_run(wildcards):
-    cell = Cell(
-        wildcards.variant,
-        wildcards.device,
-        wildcards.policy,
-        CFG["train"]["probe_batch_size"],
-    )
+    """The run config of a cell's probe: its own cell at the smaller probe batch size."""
+    batch_size = CFG["train"]["probe_batch_sizes"][0]
+    cell = Cell(wildcards.variant, wildcards.device, wildcards.policy, batch_size)
     return run_config(CFG, cell)
 
 
@@ -115,6 +117,13 @@ def device_of(wildcards):
 
 
 def calibrate_settings(wildcards):
+    """This config's calibrate settings, when they are the ones the path was named after."""
+    wanted = calibration_of(wildcards.variant, wildcards.device)
+    if wanted != layout.CALIBRATION.format(**wildcards):
+        raise WorkflowError(
+            f"{layout.CALIBRATION.format(**wildcards)}: not measured with this experiment's "
+            "calibrate settings; run it from the experiment that names it"
+        )
     return device_of(wildcards).settings(CFG["device"])["calibrate"]
 
 

@@ -5,6 +5,7 @@ rule aggregate:
     input:
         records=RECORDS,
         calibrations=CALIBRATIONS,
+        tracking=TRACKING,
     output:
         summary=f"{REPORT_DIR}/summary.csv",
         html=f"{REPORT_DIR}/index.html",

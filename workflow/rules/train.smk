@@ -72,7 +72,7 @@ rule calibrate:
     output:
         layout.CALIBRATION,
     log:
-        "results/calibration/{variant}/{device}.log",
+        "results/calibration/{variant}/{device}/{settings}.log",
     conda:
         "../../envs/mptbench.yaml"
     threads: timing_threads

@@ -2,6 +2,7 @@
 
 from _job import run
 
+from mptbench.files import read_json
 from mptbench.report.aggregate import write_report
 from mptbench.report.records import ReportError
 
@@ -10,7 +11,7 @@ def work():
     output = snakemake.output
     write_report(
         list(snakemake.input.records), output.summary, output.html,
-        list(snakemake.input.calibrations),
+        list(snakemake.input.calibrations), read_json(snakemake.input.tracking),
     )  # fmt: skip
 
 

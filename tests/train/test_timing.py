@@ -1,0 +1,76 @@
+"""The step clock: warm-up excluded; timing ends at the precision asked for, a count, a budget,
+or after a first timed step that alone is over the limit."""
+
+import itertools
+
+from mptbench.train.timing import StepClock, percentile, summarise
+
+
+class FakeTime:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def _run(clock: StepClock, time: FakeTime, durations) -> int:
+    """Feed step durations until the clock says stop; the number of steps fed."""
+    clock.epoch_begin(0)
+    for n, seconds in enumerate(durations, start=1):
+        clock.batch_begin()
+        time.t += seconds
+        if clock.batch_end(loss=1.0):
+            return n
+    return n
+
+
+def test_steady_steps_stop_once_the_median_is_known_to_the_precision():
+    time = FakeTime()
+    clock = StepClock(2, 100, 10, None, precision=0.02, now=time)
+    steady = itertools.cycle([0.100, 0.101, 0.099, 0.1005])
+    fed = _run(clock, time, (next(steady) for _ in range(200)))
+    assert clock.stopped_by == "precision"
+    assert fed == 2 + 10  # warm-up, then the minimum: already precise enough
+    assert clock.half_width <= 0.02
+
+
+def test_noisy_steps_run_to_the_count():
+    time = FakeTime()
+    clock = StepClock(0, 30, 10, None, precision=0.001, now=time)
+    noisy = itertools.cycle([0.1, 0.3, 0.05, 0.2])
+    _run(clock, time, (next(noisy) for _ in range(100)))
+    assert clock.stopped_by == "steps" and len(clock.step_seconds) == 30
+    assert clock.half_width > 0.001
+
+
+def test_the_budget_stops_timing():
+    time = FakeTime()
+    clock = StepClock(0, None, 3, 1.0, now=time)
+    _run(clock, time, [0.3] * 100)
+    assert clock.stopped_by == "budget" and len(clock.step_seconds) == 4
+
+
+def test_a_first_timed_step_over_the_limit_stops_there_and_is_kept():
+    time = FakeTime()
+    clock = StepClock(1, 100, 5, None, step_limit_s=2.0, now=time)
+    fed = _run(clock, time, [30.0, 2.5, 2.5, 2.5])
+    assert fed == 2 and clock.stopped_by == "over_budget"
+    assert clock.over_budget == 2.5 and clock.step_seconds == [2.5]
+
+
+def test_nonfinite_loss_stops_at_once():
+    time = FakeTime()
+    clock = StepClock(0, 10, 1, None, now=time)
+    clock.epoch_begin(0)
+    clock.batch_begin()
+    assert clock.batch_end(float("nan"))
+    assert clock.nonfinite[0] == 1
+
+
+def test_percentiles_and_summary():
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+    assert percentile([5.0], 90) == 5.0
+    summary = summarise([0.1, 0.2, 0.3], batch_size=10, timed_wall_s=0.61)
+    assert summary["ms_per_step"] == 200
+    assert summary["timed_steps"] == 3

@@ -63,6 +63,7 @@ class CellRun:
         self.cell_label = cell_label
         self.run_name = run_name
         self.run = None
+        self.status = "FINISHED"  # how the run ends unless an exception ends it FAILED
 
     def __enter__(self):
         earlier = self.client.search_runs(
@@ -112,13 +113,5 @@ class CellRun:
         self.mlflow.log_dict(record, "run_record.json")
 
     def __exit__(self, exc_type, exc, tb):
-        self.mlflow.end_run(status="FINISHED" if exc_type is None else "FAILED")
+        self.mlflow.end_run(status=self.status if exc_type is None else "FAILED")
         return False
-
-
-def close_killed_run(uri: str, run_id: str, reason: str) -> None:
-    """Mark the MLflow run of a trainer that was killed: outcome oom, status KILLED."""
-    client = _mlflow(uri).MlflowClient()
-    client.set_tag(run_id, "outcome", "oom")
-    client.set_tag(run_id, "reason", reason)
-    client.set_terminated(run_id, status="KILLED")

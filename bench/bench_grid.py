@@ -1,0 +1,93 @@
+"""The default grid, end to end, on 2 cores: how long it takes and what each cell recorded.
+
+Runs `snakemake --cores N` on a copy of this checkout with the default experiment, reading a
+synthetic archive in Imagenette-320's exact layout and size (bench_data.py's, built once and
+reused) instead of the real download. Prints the wall time, the outcome of every cell and its
+ms/step, and writes them to <workdir>/bench_grid_last_run.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+WORK = ROOT / "bench" / ".work" / "grid"
+COPY = ("Snakefile", "conf", "workflow", "src", "profiles", "envs")
+
+
+def checkout(source: Path, workdir: Path) -> Path:
+    """A fresh copy of the workflow: results of an earlier run are not reused."""
+    target = workdir / "checkout"
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    for name in COPY:
+        src = source / name
+        if src.is_dir():
+            shutil.copytree(src, target / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(src, target / name)
+    return target
+
+
+def cells(results: Path) -> list[dict]:
+    rows = []
+    for path in sorted(results.rglob("runs/**/*.json")):
+        record = json.loads(path.read_text())
+        rows.append({
+            k: record.get(k)
+            for k in ("variant", "device", "policy", "batch_size", "outcome", "ms_per_step",
+                      "predicted_step_s", "duration_s")
+        })  # fmt: skip
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cores", default="2")
+    parser.add_argument("--workdir", type=Path, default=WORK)
+    parser.add_argument("--source", type=Path, default=ROOT, help="the checkout to time")
+    parser.add_argument("--overrides", nargs="*", default=[], help="more Hydra overrides")
+    args = parser.parse_args(argv)
+    from bench_data import bench_archive
+
+    archive = bench_archive(ROOT / "bench" / ".work" / "data", 13394)
+    target = checkout(args.source.resolve(), args.workdir.resolve())
+    overrides = [f"dataset.url={archive['path']}", f"dataset.sha256={_sha256(archive['path'])}"]
+    config = "overrides=" + json.dumps(overrides + args.overrides)
+    command = [
+        str(Path(sys.executable).with_name("snakemake")),
+        "--cores",
+        args.cores,
+        "--config",
+        config,
+    ]
+    print("+ " + " ".join(command), flush=True)
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=target, capture_output=True, text=True)
+    wall = time.monotonic() - started
+    (args.workdir / "snakemake.log").write_text(done.stdout + done.stderr)
+    rows = cells(target / "results" / "benchmark")
+    for row in rows:
+        print(json.dumps(row))
+    print(f"default grid: {wall / 60:.1f} min wall time, exit code {done.returncode}, "
+          f"{sum(r['outcome'] == 'ok' for r in rows)} of {len(rows)} cells ok")  # fmt: skip
+    result = {"wall_s": wall, "returncode": done.returncode, "cells": rows}
+    (args.workdir / "bench_grid_last_run.json").write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+def _sha256(path: str) -> str:
+    from mptbench.files import sha256_of
+
+    return sha256_of(path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

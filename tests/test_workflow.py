@@ -3,6 +3,7 @@
 import json
 import sqlite3
 
+import mlflow
 import pandas as pd
 import pytest
 from workflow_helpers import active_runs, copy_workflow, job_counts, snakemake
@@ -41,10 +42,40 @@ def test_smoke_run_reports_every_cell(smoke):
     assert "Tesla V100" in html  # the published numbers beside ours
 
 
+def test_smoke_cells_are_profiled_and_their_op_classes_add_up(smoke):
+    report = smoke / "results/smoke/report"
+    summary = pd.read_csv(report / "summary.csv")
+    breakdown = pd.read_csv(report / "breakdown.csv")
+    assert len(breakdown) == 12 * len(summary)  # every ok cell, every class
+    cells = breakdown.groupby(["policy", "batch_size"])
+    for (policy, batch_size), rows in cells:
+        classes = rows.set_index("op_class")["ms_per_step"]
+        measured = summary.set_index(["policy", "batch_size"]).loc[(policy, batch_size)]
+        # The classes, host overhead/idle included, add up to the measured median step.
+        assert classes.sum() == pytest.approx(measured["ms_per_step"], rel=0.10)
+        assert measured["profiled_ms_per_step"] > 0  # what the profiled steps took
+        assert classes["conv_forward"] > 0 and classes["conv_backward_filter"] > 0
+        if policy == "float32":
+            assert classes["cast"] == 0 and classes["loss_scaling"] == 0
+        else:
+            assert classes["cast"] > 0 and classes["loss_scaling"] > 0
+    profiles = list((smoke / "results/smoke/profiles").rglob("*.xplane.pb"))
+    assert len(profiles) == len(summary)  # the raw profiles, for TensorBoard/XProf
+    html = (report / "index.html").read_text()
+    where = html.split("<h2>Where the time went</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "mixed_float16 vs float32 at batch 8 on pypi · cpu" in where
+    assert "; net " in where and "(speedup_vs_float32)" in where
+    assert '<img src="breakdown.png"' in where and "Not profiled" not in where
+
+
 def test_smoke_run_logs_one_mlflow_run_per_cell(smoke):
     db = smoke / "results/mlflow.db"
     runs = active_runs(db, "smoke")
     assert len(runs) == 4 and {status for _, status in runs} == {"FINISHED"}
+    client = mlflow.MlflowClient(f"sqlite:///{db}")
+    for run_id, _ in runs:
+        assert "profile" in {a.path for a in client.list_artifacts(run_id)}
+        assert "breakdown_conv_forward_ms" in client.get_run(run_id).data.metrics
     with sqlite3.connect(db) as con:
         for run_id, _ in runs:
             params = dict(
@@ -125,6 +156,7 @@ def test_a_policy_added_by_override_alone_gets_its_own_dtype(smoke):
     """Adding a policy is adding its facts: no table in the code needs to know its name."""
     overrides = (
         'overrides=["name=smoke_policy","policy=[float32]","sweep.batch_sizes=[4]",'
+        '"train.profile_steps=0",'
         '"+policy.bf16_copy={compute_dtype:bfloat16,variable_dtype:float32,loss_scaling:none}"]'
     )
     done = snakemake(smoke, "--cores", "2", "--config", "experiment=smoke", overrides)
@@ -147,3 +179,7 @@ def test_a_policy_added_by_override_alone_gets_its_own_dtype(smoke):
     diagnosis = html.split("<b>Diagnosis.</b>", 1)[1].split("</p>", 1)[0]
     assert "bf16_copy against float32 (speedup_vs_float32)" in diagnosis
     assert "bf16_copy reached" in diagnosis and "bfloat16 peak" in diagnosis
+    # train.profile_steps=0: no breakdown, and the report says so rather than guessing.
+    report = smoke / "results/smoke_policy/report"
+    assert pd.read_csv(report / "breakdown.csv").empty
+    assert "Not profiled: bf16_copy at batch 4 on pypi · cpu; float32 at batch 4" in html

@@ -100,6 +100,9 @@ class CellRun:
         tags = {k: str(v)[:5000] for k, v in flatten(fingerprint, "fp").items() if v is not None}
         self.mlflow.set_tags(tags)
 
+    def log_artifacts(self, folder: str, name: str) -> None:
+        self.mlflow.log_artifacts(folder, name)
+
     def log_epochs(self, epochs: list[dict[str, Any]]) -> None:
         for entry in epochs:
             metrics = {k: v for k, v in entry.items() if k != "epoch"}

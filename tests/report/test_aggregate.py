@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from mptbench.report.breakdown import breakdown_table
 from mptbench.report.diagnosis import diagnose
 from mptbench.report.html import render_html
 from mptbench.report.published import PUBLISHED_CPU_S_PER_STEP, load_published
@@ -241,7 +242,7 @@ def test_library_functions(tmp_path):
         c for row in quadro["rows"] for c in row
     ]
     assert PUBLISHED_CPU_S_PER_STEP == {"PyPI wheel": 321, "source build with AVX2/FMA": 304}
-    page = render_html(summary, published, ["ms_per_step.png"])
+    page = render_html(summary, published, ["ms_per_step.png"], breakdown_table(records))
     assert page.count("<h2>pypi · ") == 2
 
 

@@ -48,6 +48,7 @@ def _job(tmp_path, prepared, tracking, **train):
 def test_a_cell_is_timed_in_repeats_and_logged_as_one_mlflow_run(tmp_path, prepared32, tracking):
     command, record = _job(tmp_path, prepared32, tracking, repeats=2, epochs=2, steps_per_epoch=4,
                            warmup_steps=2, timed_steps=6, min_timed_steps=3)  # fmt: skip
+    command += ["--profile-dir", str(tmp_path / "profile")]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     data = json.loads(record.read_text())
@@ -65,6 +66,12 @@ def test_a_cell_is_timed_in_repeats_and_logged_as_one_mlflow_run(tmp_path, prepa
     logged = {m for m in METRICS if data.get(m) is not None}
     assert logged <= set(run.data.metrics) and "ms_per_step_ci_high" in logged
     assert [m.step for m in client.get_metric_history(data["mlflow_run_id"], "loss")] == [1, 2]
+    # The first repeat was profiled: the breakdown, its raw profile and MLflow's copy of it.
+    classes = data["breakdown"]["classes_ms"]
+    assert sum(classes.values()) == pytest.approx(data["ms_per_step"], rel=0.1)
+    assert Path(data["breakdown"]["xplane"]).is_file()
+    assert "breakdown_host_overhead_ms" in run.data.metrics
+    assert [a.path for a in client.list_artifacts(data["mlflow_run_id"], "profile")]
     # A rerun of the same cell replaces its run: the store keeps one run per cell.
     assert subprocess.run(command, capture_output=True, timeout=300).returncode == 0
     again = json.loads(record.read_text())

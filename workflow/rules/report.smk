@@ -8,6 +8,7 @@ rule aggregate:
         tracking=TRACKING,
     output:
         summary=f"{REPORT_DIR}/summary.csv",
+        breakdown=f"{REPORT_DIR}/{layout.BREAKDOWN_CSV}",
         html=f"{REPORT_DIR}/index.html",
         plots=expand("{folder}/{plot}", folder=REPORT_DIR, plot=layout.REPORT_PLOTS),
     log:

@@ -49,6 +49,7 @@ rule train:
         probe=probe_of_cell,
     output:
         record=layout.RUN_RECORD,
+        profile=directory(layout.PROFILE),
     log:
         layout.RUN_LOG,
     conda:

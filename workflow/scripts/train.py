@@ -8,7 +8,8 @@ from mptbench.train.supervisor import supervise
 def work():
     return supervise(
         snakemake.params.run, snakemake.input.prepared, snakemake.input.tracking,
-        snakemake.output.record, snakemake.input.env, probe_file=str(snakemake.input.probe) or None,
+        snakemake.output.record, snakemake.input.env,
+        probe_file=str(snakemake.input.probe) or None, profile_dir=snakemake.output.profile,
     )  # fmt: skip
 
 

@@ -13,6 +13,8 @@ RESULTS = "results/{experiment}"
 # One path per run; its wildcards spell the grid cell. The aggregate step reads these.
 RUN_RECORD = RESULTS + "/runs/{variant}/{device}/{policy}/bs{batch_size}.json"
 RUN_LOG = RESULTS + "/logs/train/{variant}/{device}/{policy}/bs{batch_size}.log"
+# The raw op-level profile of a cell (TensorBoard/XProf: logdir/plugins/profile/...).
+PROFILE = RESULTS + "/profiles/{variant}/{device}/{policy}/bs{batch_size}"
 PROBE = RESULTS + "/probes/{variant}/{device}/{policy}.json"
 PROBE_LOG = RESULTS + "/logs/probe/{variant}/{device}/{policy}.log"
 TRACKING = RESULTS + "/mlflow_experiment.json"
@@ -20,7 +22,9 @@ REPORT_DIR = RESULTS + "/report"
 # The report's plots, beside its index.html.
 PLOT = "ms_per_step.png"
 PUBLISHED_PLOT = "published_ms_per_step.png"
-REPORT_PLOTS = (PLOT, PUBLISHED_PLOT)
+BREAKDOWN_PLOT = "breakdown.png"
+BREAKDOWN_CSV = "breakdown.csv"  # beside summary.csv: one row per profiled cell and op class
+REPORT_PLOTS = (PLOT, PUBLISHED_PLOT, BREAKDOWN_PLOT)
 # A calibration is kept per variant, device and the settings it was measured with, so
 # experiments that share them (smoke and benchmark do not) share one calibration.
 CALIBRATION = "results/calibration/{variant}/{device}/{settings}.json"

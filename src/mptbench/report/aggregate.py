@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from mptbench.config.layout import BREAKDOWN_CSV
 from mptbench.files import write_bytes
+from mptbench.report.breakdown import breakdown_table
 from mptbench.report.html import device_label, render_html
 from mptbench.report.plots import render_plots
 from mptbench.report.published import load_published
@@ -60,15 +62,19 @@ def write_report(
     Everything is rendered in memory first, so a bad record leaves no output behind. With
     `tracking`, each cell's MLflow run gets its speedups and MFU.
     """
-    summary = summarise(load_records(runs), load_calibrations(list(calibrations)))
+    records = load_records(runs)
+    summary = summarise(records, load_calibrations(list(calibrations)))
+    table = breakdown_table(records)
     published = load_published()
     html_path = Path(html_path)
-    plots = render_plots(summary, published, _short_name)
-    page = render_html(summary, published, list(plots))
+    plots = render_plots(summary, published, _short_name, table)
+    page = render_html(summary, published, list(plots), table)
     try:
         for name, png in plots.items():
             write_bytes(html_path.parent / name, png)
         write_bytes(summary_path, summary.to_csv(index=False).encode())
+        breakdown_csv = Path(summary_path).with_name(BREAKDOWN_CSV)
+        write_bytes(breakdown_csv, table.to_csv(index=False).encode())
         write_bytes(html_path, page.encode())
     except OSError as exc:
         raise ReportError(f"cannot write the report: {exc}") from None

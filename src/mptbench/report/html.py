@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from mptbench.config.layout import BREAKDOWN_PLOT
 from mptbench.record import RUNS_TABLE
+from mptbench.report.breakdown import explain, not_profiled
 from mptbench.report.diagnosis import diagnose
 from mptbench.report.published import (
     PUBLISHED_CPU_BATCH_SIZE,
@@ -12,7 +14,7 @@ from mptbench.report.published import (
     compare_with_published,
 )
 from mptbench.report.summary import groups, policies
-from mptbench.report.tables import fmt_ms, plain_table, policy_table
+from mptbench.report.tables import cell, fmt_ms, plain_table, policy_table
 from mptbench.report.variants import variants_section
 
 CSS = """
@@ -106,8 +108,36 @@ def _runs(summary: pd.DataFrame) -> dict:
     return plain_table(runs)
 
 
-def render_html(summary: pd.DataFrame, published: pd.DataFrame, plots: list[str]) -> str:
-    """The whole index.html: our tables and diagnoses, accuracy, published numbers, plots, runs."""
+def _comparison_table(comparison: dict) -> dict:
+    head = [cell("op class", "text"), cell("float32", small="ms/step"),
+            cell("policy", small="ms/step"), cell("difference", small="ms/step"),
+            cell("float32 / policy")]  # fmt: skip
+    rows = []
+    for r in comparison["rows"]:
+        moved = "faster" if r["delta"] < 0 else "slower" if r["delta"] > 0 else None
+        rows.append([
+            cell(r["name"], "text"), cell(f"{r['float32']:.3g}"), cell(f"{r['policy']:.3g}"),
+            cell(f"{r['delta']:+.3g}", moved),
+            cell("—" if r["ratio"] is None else f"{r['ratio']:.2f}×"),
+        ])  # fmt: skip
+    return {"head": head, "rows": rows}
+
+
+def _breakdown(summary: pd.DataFrame, table: pd.DataFrame) -> dict:
+    return {
+        "explained": [
+            e | {"table": _comparison_table(e["comparison"])} for e in explain(table, summary)
+        ],
+        "not_profiled": not_profiled(summary, table),
+        "plot": BREAKDOWN_PLOT,
+    }
+
+
+def render_html(
+    summary: pd.DataFrame, published: pd.DataFrame, plots: list[str], breakdown: pd.DataFrame
+) -> str:
+    """The whole index.html: our tables and diagnoses, where the time went, accuracy, published
+    numbers, plots, runs."""
     import jinja2
     import markupsafe
 
@@ -139,6 +169,7 @@ def render_html(summary: pd.DataFrame, published: pd.DataFrame, plots: list[str]
         variants=variants_section(summary),
         accuracy=_accuracy(summary),
         published=_published(summary, published),
-        plots=plots,
+        plots=[p for p in plots if p != BREAKDOWN_PLOT],
+        breakdown=_breakdown(summary, breakdown),
         runs=_runs(summary),
     )

@@ -14,7 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, NullLocator  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
-from mptbench.config.layout import PLOT, PUBLISHED_PLOT  # noqa: E402
+from mptbench.config.layout import BREAKDOWN_PLOT, PLOT, PUBLISHED_PLOT  # noqa: E402
+from mptbench.measure.opclasses import CLASSES  # noqa: E402
 from mptbench.report.summary import groups, policies  # noqa: E402
 from mptbench.train.outcomes import WORDS  # noqa: E402
 
@@ -88,20 +89,62 @@ def _figure(panels: list[tuple[str, pd.DataFrame]], title: str) -> bytes:
         ax.axis("off")
     fig.suptitle(title)
     fig.tight_layout()
+    return _png(fig)
+
+
+def _png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     plt.close(fig)
     return buf.getvalue()
 
 
-def render_plots(summary: pd.DataFrame, published: pd.DataFrame, short_name) -> dict[str, bytes]:
-    """PNG bytes by file name: our runs per (variant, device), and the published devices.
+def _stacked_bars(ax, cells: pd.DataFrame, label: str) -> None:
+    """One bar per (batch size, policy), stacked by op class."""
+    bars = list(cells.groupby(["batch_size", "policy"], sort=True))
+    names = [f"{int(b)}\n{p}" for (b, p), _ in bars]
+    bottom = [0.0] * len(names)
+    for i, (cls, name) in enumerate(CLASSES):
+        heights = [float(g.loc[g["op_class"] == cls, "ms_per_step"].sum()) for _, g in bars]
+        hatch = "//" if i >= 10 else None  # the tab10 colours run out after ten classes
+        ax.bar(range(len(names)), heights, bottom=bottom, label=name, color=f"C{i % 10}",
+               hatch=hatch)  # fmt: skip
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    ax.set_xticks(range(len(names)), names, fontsize=7)
+    ax.set_xlabel("batch size and policy")
+    ax.set_ylabel("ms per step")
+    ax.set_title(label, fontsize=9)
+    ax.grid(True, axis="y", alpha=0.3)
 
-    `short_name(row)` names a device in a panel title.
-    """
+
+def breakdown_figure(table: pd.DataFrame) -> bytes:
+    """Where each step's time went, per (variant, device): stacked bars per batch and policy."""
+    panels = list(table.groupby(["variant", "device"], sort=True))
+    rows = max(1, len(panels))
+    fig, axes = plt.subplots(rows, 1, figsize=(11, 4.2 * rows), squeeze=False)
+    if not panels:
+        axes[0, 0].text(0.5, 0.5, "not profiled (train.profile_steps=0)", ha="center")
+        axes[0, 0].axis("off")
+    for ax, ((variant, device), cells) in zip(axes.flat, panels, strict=False):
+        _stacked_bars(ax, cells, f"{variant} · {device}: time per step by op class")
+    if panels:
+        axes[0, 0].legend(fontsize=7, ncol=1, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return _png(fig)
+
+
+def render_plots(
+    summary: pd.DataFrame, published: pd.DataFrame, short_name, breakdown: pd.DataFrame
+) -> dict[str, bytes]:
+    """PNG bytes by file name: our runs per (variant, device), the published devices, and
+    where the time went. `short_name(row)` names a device in a panel title."""
     ours = [
         (f"{variant} · {device}\n{short_name(rows.iloc[0])}", rows)
         for (variant, device), rows in groups(summary)
     ]
     theirs = [(str(device), rows) for device, rows in published.groupby("device", sort=False)]
-    return {PLOT: _figure(ours, "Our runs"), PUBLISHED_PLOT: _figure(theirs, "Published (2020)")}
+    return {
+        PLOT: _figure(ours, "Our runs"),
+        PUBLISHED_PLOT: _figure(theirs, "Published (2020)"),
+        BREAKDOWN_PLOT: breakdown_figure(breakdown),
+    }

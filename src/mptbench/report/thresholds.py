@@ -20,3 +20,12 @@ FAST_RATIO = 1.3
 # How far a probe's predicted step may be from the measured one before the report calls the
 # prediction off; the budget's tolerance (train/budget.py) is the same 30%.
 PREDICTION_OFF = 0.3
+
+# An op class "changed" between float32 and a mixed policy when its time per step moved by at
+# least this share of float32's step: a profile of a few steps is noisier than the timed
+# median, and smaller moves do not explain a speedup anyway.
+BREAKDOWN_CHANGE = 0.02
+
+# An unchanged class is worth naming ("batch norm did not change") when it took at least this
+# share of float32's step.
+BREAKDOWN_NOTABLE = 0.05

@@ -107,8 +107,54 @@ def _timing(result: dict, clock) -> None:
     )
 
 
-def run_repeat(run: dict, prepared: dict, repeat: int, startup: dict | None = None) -> dict:
-    """Train and time one repeat; known failures become its outcome, others are raised."""
+def _optimizer_scope(model) -> str | None:
+    """The name scope the optimizer's update ops run in (inside a loss-scale wrapper: its
+    inner optimizer's)."""
+    optimizer = getattr(model, "optimizer", None)
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)
+    return getattr(optimizer, "name", None)
+
+
+def _profile(tf, model, run: dict, prepared: dict, result: dict, profile_dir: str) -> None:
+    """train.profile_steps more steps under the profiler, after the timed ones; the raw
+    profile goes to profile_dir. One step first lets the new input iterator settle."""
+    import keras
+
+    steps = run["train"]["profile_steps"]
+    train_ds, _ = _pipelines(tf, run, prepared, len(prepared["classes"]))
+    options = tf.profiler.experimental.ProfilerOptions(
+        host_tracer_level=2, python_tracer_level=0, device_tracer_level=1
+    )
+
+    class Profiler(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if batch == 1:
+                tf.profiler.experimental.start(profile_dir, options=options)
+
+        def on_train_end(self, logs=None):
+            tf.profiler.experimental.stop()
+
+    timer = timing.make_step_timer(1, steps, steps, None)
+    model.fit(train_ds, epochs=1, steps_per_epoch=1 + steps, callbacks=[Profiler(), timer],
+              verbose=0, shuffle=False)  # fmt: skip
+    result["profile"] = {
+        "dir": profile_dir,
+        "steps": steps,
+        "step_s": timer.clock.step_seconds,
+        "scopes": {"model_scope": model.name, "optimizer_scope": _optimizer_scope(model)},
+    }
+
+
+def run_repeat(
+    run: dict,
+    prepared: dict,
+    repeat: int,
+    startup: dict | None = None,
+    profile_dir: str | None = None,
+) -> dict:
+    """Train and time one repeat; known failures become its outcome, others are raised.
+
+    With `profile_dir` (and train.profile_steps > 0), an ok repeat is then profiled."""
     import keras
     import tensorflow as tf
 
@@ -126,6 +172,8 @@ def run_repeat(run: dict, prepared: dict, repeat: int, startup: dict | None = No
     try:
         model, timer = _fit(tf, run, prepared, result)
         _judge(tf, run, prepared, result, model, timer.clock)
+        if result["outcome"] == "ok" and profile_dir and run["train"]["profile_steps"]:
+            _profile(tf, model, run, prepared, result, profile_dir)
     except Exception as exc:  # noqa: BLE001 - classified below, re-raised when unknown
         outcome = classify_error(tf, exc)
         if outcome is None:

@@ -12,6 +12,7 @@ import statistics
 from typing import Any
 
 from mptbench import stats
+from mptbench.measure.profile import breakdown, xplane_of
 from mptbench.train.timing import percentile
 
 
@@ -101,3 +102,20 @@ def combine(record: dict[str, Any], repeats: list[dict], batch_size: int) -> Non
         _rates(record, ok)
     if record.get("predicted_step_s"):
         record["prediction_error"] = record["predicted_step_s"] / (record["ms_per_step"] / 1000) - 1
+
+
+def attach_breakdown(record: dict[str, Any], repeats: list[dict]) -> None:
+    """The op-class breakdown of the repeat that was profiled, against the cell's median step."""
+    profiled = next((r["profile"] for r in repeats if r.get("profile")), None)
+    if not profiled or record.get("outcome") != "ok" or not profiled["step_s"]:
+        return
+    xplane = xplane_of(profiled["dir"])
+    if xplane is None:
+        raise RuntimeError(f"the profiler wrote no *.xplane.pb under {profiled['dir']}")
+    record["breakdown"] = breakdown(
+        xplane,
+        profiled["steps"],
+        1000 * statistics.median(profiled["step_s"]),
+        record["ms_per_step"],
+        profiled.get("scopes") or {},
+    ) | {"xplane": str(xplane), "dir": profiled["dir"]}

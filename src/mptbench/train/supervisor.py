@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import math
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -22,7 +23,7 @@ from mptbench.config.grid import Cell
 from mptbench.files import read_json, write_json
 from mptbench.train import memory
 from mptbench.train.budget import assess
-from mptbench.train.combine import combine
+from mptbench.train.combine import attach_breakdown, combine
 from mptbench.train.outcomes import classify_death
 from mptbench.train.trainer import MODULE as TRAINER
 from mptbench.variants import process
@@ -36,8 +37,8 @@ class TrainerFailed(RuntimeError):
 class Trainer:
     """Starts the trainer for one job (a repeat or the probe) and says how it ended."""
 
-    def __init__(self, python: str, run: dict, record: str):
-        self.python, self.run = python, run
+    def __init__(self, python: str, run: dict, record: str, profile_dir: str | None = None):
+        self.python, self.run, self.profile_dir = python, run, profile_dir
         record = Path(record)
         self.job_file = record.with_name(f".{record.name}.job")
         self.out = record.with_name(f".{record.name}.out")
@@ -46,6 +47,8 @@ class Trainer:
     def __call__(self, prepared: str, mode: str, repeat: int = 0) -> dict | tuple[str, str]:
         """The trainer's result; or, when it died of a signal, (outcome, reason)."""
         job = {"run": self.run, "prepared": prepared, "out": str(self.out), "mode": mode}
+        # The first repeat is profiled after its timed steps (train.profile_steps).
+        job["profile_dir"] = self.profile_dir if mode == "repeat" and repeat == 0 else None
         write_json(self.job_file, job | {"repeat": repeat})
         self.out.unlink(missing_ok=True)
         before = memory.oom_kills()
@@ -96,6 +99,10 @@ def _log(mlrun, record: dict) -> None:
     mlrun.log_fingerprint(record.get("fingerprint") or {})
     mlrun.log_epochs(record.get("epochs") or [])
     metrics = {k: record.get(k) for k in fields.METRICS}
+    if record.get("breakdown"):
+        classes = record["breakdown"]["classes_ms"]
+        metrics |= {f"breakdown_{cls}_ms": ms for cls, ms in classes.items()}
+        mlrun.log_artifacts(record["breakdown"]["dir"], "profile")
     metrics = {k: v for k, v in metrics.items() if isinstance(v, int | float) and math.isfinite(v)}
     mlrun.finish(metrics, {"outcome": record["outcome"], "reason": record["reason"] or ""}, record)
 
@@ -118,6 +125,7 @@ def train_cell(trainer: Trainer, prepared: str, tracking: dict, probe: dict | No
         else:
             repeats, death = _repeats(trainer, run, prepared)
             combine(record, repeats, run["cell"]["batch_size"])
+            attach_breakdown(record, repeats)
             if death:
                 record["outcome"], record["reason"] = death
                 mlrun.status = "KILLED"
@@ -141,11 +149,17 @@ def supervise(
     env_manifest: str | None = None,
     probe_file: str | None = None,
     probe_only: bool = False,
+    profile_dir: str | None = None,
 ) -> int:
-    """Train (or, with `probe_only`, probe) one cell and write its record. The exit code."""
+    """Train (or, with `probe_only`, probe) one cell and write its record. The exit code.
+
+    With `profile_dir`, the raw profile of an ok cell goes there (train.profile_steps)."""
     python, installed = interpreter(env_manifest)
     run = dict(run, variant=dict(run["variant"], installed=installed))
-    trainer = Trainer(python, run, record)
+    if profile_dir:  # an earlier attempt's profile would be read as this one's
+        shutil.rmtree(profile_dir, ignore_errors=True)
+        Path(profile_dir).mkdir(parents=True)
+    trainer = Trainer(python, run, record, profile_dir)
     try:
         if probe_only:
             result = probe(trainer, prepared)
@@ -179,12 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--probe", default=None, help="the probe rule's JSON (step time guard)")
     parser.add_argument("--probe-only", action="store_true", help="probe the cell, no run")
     parser.add_argument("--record", required=True, help="where the run record (or probe) goes")
+    parser.add_argument("--profile-dir", default=None, help="where an ok cell's profile goes")
     args = parser.parse_args(argv)
     if not args.probe_only and not args.tracking:
         parser.error("--tracking is needed to train (only --probe-only runs without it)")
     return supervise(
         read_json(args.run), args.prepared, args.tracking, args.record, args.env,
-        probe_file=args.probe, probe_only=args.probe_only,
+        probe_file=args.probe, probe_only=args.probe_only, profile_dir=args.profile_dir,
     )  # fmt: skip
 
 

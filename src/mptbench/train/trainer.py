@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from mptbench.train.cell import run_repeat
 
-        result = run_repeat(job["run"], prepared, job["repeat"], startup)
+        result = run_repeat(job["run"], prepared, job["repeat"], startup, job.get("profile_dir"))
         print(f"repeat {job['repeat'] + 1}: {result['outcome']}", flush=True)
     write_json(job["out"], result)
     return 0

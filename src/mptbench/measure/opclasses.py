@@ -1,0 +1,91 @@
+"""Op classes a user recognises, and which framework ops belong to each: the one mapping.
+
+An op is classed by its type and, where the type alone cannot tell (an elementwise Mul is an
+optimizer update inside the optimizer, a batch-norm statistic inside a BatchNorm layer, a Cast
+a mixed-precision cast only inside the model), by the name scope it ran in. The first rule
+that matches wins.
+"""
+
+from __future__ import annotations
+
+import re
+
+# (column, what the report calls it), in the report's order; host_overhead is derived.
+CLASSES = (
+    ("conv_forward", "convolution forward"),
+    ("conv_backward_input", "convolution backward (input)"),
+    ("conv_backward_filter", "convolution backward (filter)"),
+    ("matmul", "matmul/dense"),
+    ("batch_norm", "batch norm"),
+    ("elementwise", "elementwise and activations"),
+    ("cast", "casts"),
+    ("loss_scaling", "loss scaling and finite checks"),
+    ("optimizer", "optimizer update"),
+    ("input", "input pipeline"),
+    ("other", "other"),
+    ("host_overhead", "host overhead/idle"),
+)
+NAMES = dict(CLASSES)
+OP_CLASSES = tuple(c for c, _ in CLASSES if c != "host_overhead")
+
+# Ops classed by type alone, before any scope is looked at.
+_FIRST = (
+    ("input", r"Dataset|Iterator.*|IteratorGetNext.*|OptionalFromValue|OptionalGetValue"),
+    ("loss_scaling", r"IsFinite|All"),
+)
+# oneDNN renames the ops it takes over (_MklNativeFusedConv2D, _MklNativeConv2DBackpropFilter
+# WithBias, ...): a prefix and a suffix around TensorFlow's own type name.
+_ONEDNN = r"_?(Mkl)?(Native)?(Fused)?"
+_TYPES = (
+    (
+        "conv_backward_filter",
+        _ONEDNN + r"(Conv[23]DBackpropFilter|DepthwiseConv2dNativeBackpropFilter)\w*",
+    ),
+    (
+        "conv_backward_input",
+        _ONEDNN + r"(Conv[23]DBackpropInput|DepthwiseConv2dNativeBackpropInput)\w*",
+    ),
+    ("conv_forward", _ONEDNN + r"(Conv[23]D|DepthwiseConv2dNative|FusedConv2D)\w*"),
+    ("matmul", _ONEDNN + r"(MatMul|BatchMatMul|Einsum)\w*"),
+    ("batch_norm", _ONEDNN + r"FusedBatchNorm\w*"),
+    ("optimizer", r"ResourceApply\w*|Assign(Add|Sub)?VariableOp"),
+)
+_ELEMENTWISE = re.compile(
+    _ONEDNN + r"(Relu|ReluGrad|Relu6|Elu|Selu|Gelu|Sigmoid|SigmoidGrad|Tanh|TanhGrad|Softmax|"
+    r"LogSoftmax|BiasAdd|BiasAddGrad|Add|AddV2|AddN|Sub|Mul|RealDiv|DivNoNan|Div|Neg|Square|"
+    r"SquaredDifference|Sqrt|Rsqrt|RsqrtGrad|SqrtGrad|Exp|Log|Pow|Maximum|Minimum|Mean|Sum|"
+    r"Max|Min|Tile|Select|SelectV2|MaxPool|MaxPoolGrad|AvgPool|AvgPoolGrad|Erf|"
+    r"SparseSoftmaxCrossEntropyWithLogits|SoftmaxCrossEntropyWithLogits)"
+)
+
+
+def _in_scope(name: str, scope: str | None) -> bool:
+    """Whether an op ran inside a name scope (Keras may suffix it: seed_convnet_1)."""
+    return bool(scope) and re.search(rf"(^|/){re.escape(scope.lower())}(_\d+)?/", name) is not None
+
+
+def op_class(
+    op_type: str, op_name: str, model_scope: str | None = None, optimizer_scope: str | None = None
+) -> str:
+    """The class of one op, from its type and the name scope it ran in.
+
+    Only a Cast inside the model counts as a cast (the dtype policy's: inputs, variables and
+    outputs changing precision); the optimizer's and the loss's bookkeeping casts (an
+    iteration counter, integer labels) belong to the optimizer and to "other".
+    """
+    name = op_name.lower()
+    for cls, pattern in _FIRST:
+        if re.fullmatch(pattern, op_type):
+            return cls
+    if _in_scope(name, optimizer_scope):
+        return "optimizer"
+    if "loss_scale" in name:
+        return "loss_scaling"
+    if op_type == "Cast":
+        return "cast" if _in_scope(name, model_scope) else "other"
+    for cls, pattern in _TYPES:
+        if re.fullmatch(pattern, op_type):
+            return cls
+    if re.search(r"batch_normalization|batchnorm", name):
+        return "batch_norm"
+    return "elementwise" if _ELEMENTWISE.fullmatch(op_type) else "other"

@@ -1,0 +1,69 @@
+"""What profiling costs: the smoke grid's cells with train.profile_steps=3 against 0.
+
+Both run in one checkout, alternating (A B A B ...), each round from fresh results (the
+fixture, cache and calibration are kept, so only the cells run). A cell's cost is its
+record's duration_s: the train job from supervisor start to record, every repeat, the twin,
+the profiled steps and reading the profile included. Prints per cell and in total how much
+longer the profiled cells took. Target (issue): at most 15%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+WORK = ROOT / "bench" / ".work" / "profile"
+
+
+def run(checkout: Path, steps: int) -> dict[str, float]:
+    name = f"smoke_p{steps}"
+    shutil.rmtree(checkout / "results" / name, ignore_errors=True)
+    config = f'overrides=["name={name}","train.profile_steps={steps}"]'
+    command = [str(Path(sys.executable).with_name("snakemake")), "--cores", "2", "--config",
+               "experiment=smoke", config]  # fmt: skip
+    done = subprocess.run(command, cwd=checkout, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(done.stderr[-3000:])
+    durations = {}
+    for path in (checkout / "results" / name / "runs").rglob("*.json"):
+        record = json.loads(path.read_text())
+        durations[f"{record['policy']}/bs{record['batch_size']}"] = record["duration_s"]
+    return durations
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args(argv)
+    from bench_grid import checkout
+
+    target = checkout(ROOT, WORK)
+    run(target, 0)  # the fixture, cache and calibration, once, outside the comparison
+    rounds = {0: [], 3: []}
+    for i in range(args.rounds):
+        for steps in (3, 0) if i % 2 else (0, 3):
+            rounds[steps].append(run(target, steps))
+            print(f"round {i + 1}, profile_steps={steps}: {rounds[steps][-1]}", flush=True)
+    cells = sorted(rounds[0][0])
+    ratios = []
+    for cell in cells:
+        on = statistics.median(r[cell] for r in rounds[3])
+        off = statistics.median(r[cell] for r in rounds[0])
+        ratios.append(on / off)
+        print(f"{cell:22} profiled {on:6.1f} s, not {off:6.1f} s: {100 * (on / off - 1):+.0f}%")
+    total_on = sum(statistics.median(r[c] for r in rounds[3]) for c in cells)
+    total_off = sum(statistics.median(r[c] for r in rounds[0]) for c in cells)
+    print(f"all cells: profiled {total_on:.1f} s, not {total_off:.1f} s: "
+          f"{100 * (total_on / total_off - 1):+.1f}% (target <= +15%)")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -13,7 +13,9 @@ from mptbench.train.models import one_hot_labels
 def synthetic_twin(
     tf, model, run: dict, input_shape, num_classes: int, batch_size: int, timed_steps: int
 ) -> list[float]:
-    """Seconds of as many steps as the real run timed (at most train.synthetic_max_steps)."""
+    """Seconds of the twin's steps: until its median is known to train.precision (in-memory
+    steps vary little, so that comes soon), at most as many as the real run timed and
+    train.synthetic_max_steps."""
     x = tf.random.uniform((batch_size, *input_shape), seed=run["seed"])
     y = tf.random.uniform((batch_size,), maxval=num_classes, dtype=tf.int64, seed=run["seed"])
     if one_hot_labels(run["model"]):
@@ -22,7 +24,10 @@ def synthetic_twin(
     timed_steps = min(timed_steps, run["train"]["synthetic_max_steps"])
     # The model is warm already; a few steps let the new input's function trace settle.
     warmup = max(2, run["train"]["warmup_steps"])
-    timer = timing.make_step_timer(warmup, timed_steps, 1, None)
+    minimum = min(timed_steps, run["train"]["min_timed_steps"])
+    timer = timing.make_step_timer(
+        warmup, timed_steps, minimum, None, precision=run["train"]["precision"]
+    )
     model.fit(
         data, epochs=1, steps_per_epoch=warmup + timed_steps, callbacks=[timer], verbose=0,
         shuffle=False,

@@ -105,7 +105,7 @@ def test_smoke_runs_every_cell_as_a_slurm_job(smoke):
 def test_smoke_logs_one_finished_mlflow_run_per_cell(smoke):
     checkout, _ = smoke
     runs = active_runs(checkout / "results/mlflow.db", "smoke")
-    assert len(runs) == 4 and {status for _, status in runs} == {"FINISHED"}
+    assert len(runs) == 5 and {status for _, status in runs} == {"FINISHED"}  # 4 cells, 1 sweep
 
 
 def test_gpu_request_on_a_node_without_gpus_fails_with_slurms_reason(smoke, cluster):

@@ -34,8 +34,12 @@ def test_eight_concurrent_writers_lose_nothing(tmp_path):
     with ProcessPoolExecutor(max_workers=8) as pool:
         run_ids = list(pool.map(_write_run, [tracking] * 8, range(8)))
     client = mlflow.MlflowClient(tracking["tracking_uri"])
-    runs = client.search_runs([tracking["experiment_id"]])
+    runs = client.search_runs([tracking["experiment_id"]], "tags.`mptbench.cell` != ''")
     assert sorted(r.info.run_id for r in runs) == sorted(run_ids)
+    # Each nested under the experiment's one sweep run, which a second init finds again.
+    assert {r.data.tags["mlflow.parentRunId"] for r in runs} == {tracking["parent_run_id"]}
+    again = init_experiment(tracking["tracking_uri"], "concurrent", str(tmp_path / "a"))
+    assert again["parent_run_id"] == tracking["parent_run_id"]
     assert {r.info.status for r in runs} == {"FINISHED"}
     assert sorted(r.data.metrics["ms_per_step"] for r in runs) == [10.0 + i for i in range(8)]
     assert all(len(client.get_metric_history(r.info.run_id, "loss")) == 2 for r in runs)

@@ -100,11 +100,13 @@ FIELDS: tuple[Field, ...] = (
     F("predicted_step_s", float, metric=True, runs_table=True),
     F("prediction_error", float, metric=True, doc="predicted / measured step - 1"),
     F("duration_s", float, metric=True),
+    F("trainer_cpu_percent", float, metric=True, doc="cores the trainer kept busy, median"),
     F("started_at", str),
     F("tensorflow", str, "fingerprint.tensorflow"),
     F("keras", str, "fingerprint.keras"),
     F("host", str, "fingerprint.host", runs_table=True),
     F("mlflow_run_id", str, runs_table=True),
+    F("mlflow_experiment_id", str),
 )
 BY_NAME = {f.name: f for f in FIELDS}
 COLUMNS = [f.name for f in FIELDS]

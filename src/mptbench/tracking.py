@@ -1,4 +1,5 @@
-"""MLflow: create the store and experiment once, then one run per grid cell."""
+"""MLflow: the store and the experiment, one parent run per experiment (the sweep), and one run
+per grid cell nested under it."""
 
 from __future__ import annotations
 
@@ -15,11 +16,18 @@ def _mlflow(uri: str):
     return mlflow
 
 
+# The MLflow UI opens an experiment tagged so in its model-training view, on its runs (untagged,
+# MLflow 3 opens it in its GenAI view, on traces).
+EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
+SWEEP_TAG = "mptbench.sweep"
+CELL_TAG = "mptbench.cell"
+
+
 def init_experiment(
     uri: str, name: str, artifact_root: str | None, system_metrics: bool = True
 ) -> dict[str, Any]:
-    """Create (or find) the experiment. Run once, before any train job: a fresh sqlite store
-    created by several processes at once races on its schema."""
+    """Create (or find) the experiment and its sweep run. Run once, before any train job: a
+    fresh sqlite store created by several processes at once races on its schema."""
     mlflow = _mlflow(uri)
     client = mlflow.MlflowClient()
     experiment = client.get_experiment_by_name(name)
@@ -32,12 +40,49 @@ def init_experiment(
         if experiment.lifecycle_stage == "deleted":
             client.restore_experiment(experiment.experiment_id)
         experiment_id = experiment.experiment_id
+    for key, value in EXPERIMENT_TAGS.items():
+        client.set_experiment_tag(experiment_id, key, value)
     return {
         "tracking_uri": uri,
         "experiment_name": name,
         "experiment_id": experiment_id,
+        "parent_run_id": _sweep_run(client, experiment_id, name),
         "system_metrics": system_metrics,
     }
+
+
+def _sweep_run(client, experiment_id: str, name: str) -> str:
+    """The experiment's parent run, made once: every cell's run is nested under it, so
+    rerunning a cell keeps the tree whole."""
+    found = client.search_runs(
+        [experiment_id], filter_string=f"tags.`{SWEEP_TAG}` = '{name}'", max_results=1
+    )
+    if found:
+        return found[0].info.run_id
+    run = client.create_run(experiment_id, run_name=f"{name} (sweep)", tags={SWEEP_TAG: name})
+    return run.info.run_id
+
+
+def log_to_cells(tracking: dict, results: dict[str, tuple[dict, dict]]) -> None:
+    """What the report worked out per cell (speedups, MFU), as metrics and tags of its run."""
+    client = _mlflow(tracking["tracking_uri"]).MlflowClient()
+    for run_id, (metrics, tags) in results.items():
+        for key, value in metrics.items():
+            client.log_metric(run_id, key, value)
+        for key, value in tags.items():
+            client.set_tag(run_id, key, value)
+
+
+def finish_sweep(tracking: dict, report_dir: str, metrics: dict, tags: dict) -> None:
+    """The sweep run holds the aggregate: the report's files, the headline figures."""
+    client = _mlflow(tracking["tracking_uri"]).MlflowClient()
+    parent = tracking["parent_run_id"]
+    client.log_artifacts(parent, report_dir, "report")
+    for key, value in metrics.items():
+        client.log_metric(parent, key, float(value))
+    for key, value in tags.items():
+        client.set_tag(parent, key, str(value))
+    client.set_terminated(parent, status="FINISHED")
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -55,13 +100,23 @@ class CellRun:
     """The MLflow run of one grid cell; earlier runs of the same cell are moved to the trash,
     so the store holds one run per cell however often a cell is rerun."""
 
-    def __init__(self, tracking: dict[str, Any], cell_label: str, run_name: str):
+    def __init__(
+        self,
+        tracking: dict[str, Any],
+        cell_label: str,
+        run_name: str,
+        tags: dict[str, Any] | None = None,
+    ):
         self.mlflow = _mlflow(tracking["tracking_uri"])
         self.system_metrics = bool(tracking.get("system_metrics"))
         self.client = self.mlflow.MlflowClient()
         self.experiment_id = tracking["experiment_id"]
         self.cell_label = cell_label
         self.run_name = run_name
+        # Every grid axis as a tag, for the UI's search (tags.policy = 'mixed_float16').
+        self.tags = {CELL_TAG: cell_label, **{k: str(v) for k, v in (tags or {}).items()}}
+        if tracking.get("parent_run_id"):
+            self.tags["mlflow.parentRunId"] = tracking["parent_run_id"]
         self.run = None
         self.status = "FINISHED"  # how the run ends unless an exception ends it FAILED
 
@@ -78,7 +133,7 @@ class CellRun:
         self.run = self.mlflow.start_run(
             experiment_id=self.experiment_id,
             run_name=self.run_name,
-            tags={"mptbench.cell": self.cell_label},
+            tags=self.tags,
             log_system_metrics=self.system_metrics,
         )
         for old in earlier:
@@ -102,6 +157,23 @@ class CellRun:
 
     def log_artifacts(self, folder: str, name: str) -> None:
         self.mlflow.log_artifacts(folder, name)
+
+    def log_artifact(self, path: str, folder: str) -> None:
+        self.mlflow.log_artifact(path, folder)
+
+    def log_dataset(self, prepared: dict[str, Any]) -> None:
+        """The cache the cell read, as the run's input dataset (with its digest)."""
+        from mlflow.data.dataset_source_registry import resolve_dataset_source
+        from mlflow.data.meta_dataset import MetaDataset
+
+        source = resolve_dataset_source(str(prepared.get("source") or prepared["data_dir"]))
+        name = f"{prepared['dataset']}-{prepared['image_size']}px"
+        digest = prepared.get("digest")
+        # MLflow keeps at most 36 characters of a digest: its first 16 there, all of it a tag.
+        dataset = MetaDataset(source, name=name, digest=digest[:16] if digest else None)
+        self.mlflow.log_input(dataset, context="training")
+        if digest:
+            self.mlflow.set_tag("dataset_sha256", digest)
 
     def log_epochs(self, epochs: list[dict[str, Any]]) -> None:
         for entry in epochs:

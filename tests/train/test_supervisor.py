@@ -75,8 +75,9 @@ def test_a_cell_is_timed_in_repeats_and_logged_as_one_mlflow_run(tmp_path, prepa
     # A rerun of the same cell replaces its run: the store keeps one run per cell.
     assert subprocess.run(command, capture_output=True, timeout=300).returncode == 0
     again = json.loads(record.read_text())
-    active = client.search_runs([tracking["experiment_id"]])
+    active = client.search_runs([tracking["experiment_id"]], "tags.`mptbench.cell` != ''")
     assert [r.info.run_id for r in active] == [again["mlflow_run_id"]]
+    assert run.data.tags["mlflow.parentRunId"] == tracking["parent_run_id"]
 
 
 def _kill_the_trainer_when_it_trains(job: subprocess.Popen) -> None:
@@ -164,8 +165,9 @@ def test_an_unknown_failure_fails_the_job(tmp_path, prepared32, tracking):
     assert done.returncode != 0
     assert "error: the trainer exited with code 1" in done.stderr
     assert not record.exists()
-    run = mlflow.MlflowClient(tracking["tracking_uri"]).search_runs([tracking["experiment_id"]])
-    assert [r.info.status for r in run] == ["FAILED"]
+    client = mlflow.MlflowClient(tracking["tracking_uri"])
+    cells = client.search_runs([tracking["experiment_id"]], "tags.`mptbench.cell` != ''")
+    assert [r.info.status for r in cells] == ["FAILED"]
 
 
 def test_a_cell_over_budget_by_its_probe_starts_no_trainer(tmp_path, prepared32, tracking):

@@ -57,6 +57,7 @@ rule prepare:
         image_size=DATASET["image_size"],
         builder=DATASET["builder"],
         data_dir=output_dir,
+        url=DATASET["url"],
     script:
         "../scripts/prepare.py"
 

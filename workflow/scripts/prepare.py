@@ -11,7 +11,7 @@ def work():
     params = snakemake.params
     info = prepare(
         snakemake.input.archive, params.name, params.image_size, params.data_dir,
-        threads=snakemake.threads, kind=params.builder,
+        threads=snakemake.threads, kind=params.builder, source=params.url,
     )  # fmt: skip
     write_json(snakemake.output.info, info)
 

@@ -6,10 +6,21 @@ leaves nothing a later run reads. Another image size builds a new cache beside t
 
 from __future__ import annotations
 
+import hashlib
 import time
 from pathlib import Path
 
 from mptbench.data.builder import DatasetError, builder_for, spec_of, tfds_offline
+from mptbench.files import sha256_of
+
+
+def digest(folder: str | Path) -> str:
+    """One sha256 over every file of a cache folder (names and contents): the cache's identity,
+    which each run records beside the dataset it read."""
+    total = hashlib.sha256()
+    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+        total.update(f"{path.relative_to(folder)}\0{sha256_of(path)}\n".encode())
+    return total.hexdigest()
 
 
 def prepare(
@@ -20,8 +31,11 @@ def prepare(
     log=print,
     threads: int | None = None,
     kind: str = "imagenette",
+    source: str | None = None,
 ) -> dict:
-    """Build the cache (a no-op when it exists); return what the train jobs need to read it."""
+    """Build the cache (a no-op when it exists); return what the train jobs need to read it.
+
+    `source` is where the archive came from (its URL), recorded with the cache's digest."""
     tfds = tfds_offline()
     started = time.monotonic()
     b = builder_for(kind, archive, dataset_name, image_size, data_dir, threads)
@@ -50,6 +64,8 @@ def prepare(
         "splits": counts,
         "classes": list(spec_of(kind).class_names),
         "seconds": round(elapsed, 2),
+        "source": source or str(archive),
+        "digest": digest(b.data_dir),
     }
 
 

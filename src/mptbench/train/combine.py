@@ -54,6 +54,7 @@ def _per_repeat(r: dict) -> dict[str, Any]:
         "repeat": r["repeat"] + 1,
         "outcome": r["outcome"],
         "ms_per_step": 1000 * statistics.median(steps) if steps else None,
+        "cpu_percent": r.get("cpu_percent"),
         "stopped_by": r.get("stopped_by"),
         "half_width": r.get("half_width"),
         "timed_wall_s": r.get("timed_wall_s"),
@@ -90,6 +91,8 @@ def combine(record: dict[str, Any], repeats: list[dict], batch_size: int) -> Non
         return
     record.update(step_figures([r["step_s"] for r in timed], batch_size))
     record["stopped_by"] = ", ".join(dict.fromkeys(r["stopped_by"] for r in timed))
+    usage = [r["cpu_percent"] for r in repeats if r.get("cpu_percent") is not None]
+    record["trainer_cpu_percent"] = statistics.median(usage) if usage else None
     record["epochs"] = timed[0].get("epochs") or []
     vals = [e["val_accuracy"] for e in record["epochs"] if "val_accuracy" in e]
     record["final_val_accuracy"] = vals[-1] if vals else None

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import math
+import os
+import resource
 import shutil
 import sys
 import time
@@ -37,8 +39,15 @@ class TrainerFailed(RuntimeError):
 class Trainer:
     """Starts the trainer for one job (a repeat or the probe) and says how it ended."""
 
-    def __init__(self, python: str, run: dict, record: str, profile_dir: str | None = None):
-        self.python, self.run, self.profile_dir = python, run, profile_dir
+    def __init__(
+        self,
+        python: str,
+        run: dict,
+        record: str,
+        profile_dir: str | None = None,
+        log_file: str | None = None,
+    ):
+        self.python, self.run, self.profile_dir, self.log_file = python, run, profile_dir, log_file
         record = Path(record)
         self.job_file = record.with_name(f".{record.name}.job")
         self.out = record.with_name(f".{record.name}.out")
@@ -51,7 +60,7 @@ class Trainer:
         job["profile_dir"] = self.profile_dir if mode == "repeat" and repeat == 0 else None
         write_json(self.job_file, job | {"repeat": repeat})
         self.out.unlink(missing_ok=True)
-        before = memory.oom_kills()
+        before, usage = memory.oom_kills(), cpu_usage()
         sys.stdout.flush()
         try:
             child = process.start(self.python, TRAINER, ["--job", str(self.job_file)], self.env)
@@ -60,10 +69,24 @@ class Trainer:
                 return classify_death(code, over_limit, memory.oom_record(before))
             if code != 0 or not self.out.exists():
                 raise TrainerFailed(f"the trainer exited with code {code}; see the log above")
-            return read_json(self.out)
+            return read_json(self.out) | {"cpu_percent": cpu_percent(usage)}
         finally:
             self.job_file.unlink(missing_ok=True)
             self.out.unlink(missing_ok=True)
+
+
+def cpu_usage() -> tuple[float, float]:
+    """(CPU seconds of this process's finished children, wall clock): the trainer's own use
+    of the machine, known even for a cell shorter than MLflow's system-metrics interval."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return children.ru_utime + children.ru_stime, time.monotonic()
+
+
+def cpu_percent(before: tuple[float, float]) -> float:
+    """Percent of this process's cores the trainer kept busy since `before` (100: all)."""
+    cpu, wall = cpu_usage()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return 100 * (cpu - before[0]) / max(wall - before[1], 1e-9) / (cores or 1)
 
 
 def base_record(run: dict, prepared: dict) -> dict[str, Any]:
@@ -111,14 +134,16 @@ def train_cell(trainer: Trainer, prepared: str, tracking: dict, probe: dict | No
     """Every repeat of the cell, combined into its record, logged as one MLflow run."""
     from mptbench.tracking import CellRun
 
-    run, started = trainer.run, time.monotonic()
-    record = base_record(run, read_json(prepared))
+    run, started, info = trainer.run, time.monotonic(), read_json(prepared)
+    record = base_record(run, info)
     verdict = assess(run, probe)
     record.update({k: v for k, v in verdict.items() if k != "outcome"})
     record["fingerprint"] = (probe or {}).get("fingerprint")
     label = Cell(**run["cell"]).label
-    with CellRun(tracking, label, run_name=f"{run['name']}:{label}") as mlrun:
+    tags = {"experiment": run["name"], "model": run["model"]["name"], "dataset": info["dataset"]}
+    with CellRun(tracking, label, f"{run['name']}:{label}", tags | run["cell"]) as mlrun:
         mlrun.log_params({k: v for k, v in run.items() if k != "cell"} | {"cell": run["cell"]})
+        mlrun.log_dataset(info)
         record.update(mlflow_run_id=mlrun.run_id, mlflow_experiment_id=tracking["experiment_id"])
         if verdict.get("outcome"):
             record["outcome"] = verdict["outcome"]
@@ -131,6 +156,8 @@ def train_cell(trainer: Trainer, prepared: str, tracking: dict, probe: dict | No
                 mlrun.status = "KILLED"
         record["duration_s"] = time.monotonic() - started
         _log(mlrun, record)
+        if trainer.log_file:  # what the job has logged so far: the trainer's output in full
+            mlrun.log_artifact(trainer.log_file, "logs")
     return record
 
 
@@ -150,16 +177,18 @@ def supervise(
     probe_file: str | None = None,
     probe_only: bool = False,
     profile_dir: str | None = None,
+    log_file: str | None = None,
 ) -> int:
     """Train (or, with `probe_only`, probe) one cell and write its record. The exit code.
 
-    With `profile_dir`, the raw profile of an ok cell goes there (train.profile_steps)."""
+    With `profile_dir`, the raw profile of an ok cell goes there (train.profile_steps); with
+    `log_file` (the job's log), the cell's MLflow run keeps a copy of it."""
     python, installed = interpreter(env_manifest)
     run = dict(run, variant=dict(run["variant"], installed=installed))
     if profile_dir:  # an earlier attempt's profile would be read as this one's
         shutil.rmtree(profile_dir, ignore_errors=True)
         Path(profile_dir).mkdir(parents=True)
-    trainer = Trainer(python, run, record, profile_dir)
+    trainer = Trainer(python, run, record, profile_dir, log_file)
     try:
         if probe_only:
             result = probe(trainer, prepared)

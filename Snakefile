@@ -12,7 +12,14 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/report.smk"
 
 
+report: "workflow/report/workflow.rst"
+
+
 rule all:
     default_target: True
     input:
         rules.aggregate.output,
+
+
+onsuccess:
+    print_headline()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from httpserver import FileServer
+from workflow_helpers import copy_workflow, snakemake
 
 from mptbench.data.fixtures import make_imagenette_archive
 
@@ -42,3 +43,13 @@ def tracking(tmp_path) -> dict:
     return init_experiment(
         f"sqlite:///{tmp_path / 'mlflow.db'}", "test", str(tmp_path / "artifacts")
     )
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory):
+    """One run of the smoke experiment in a copy of the workflow, shared by every test that
+    reads its results; returns (checkout, the run's combined output)."""
+    checkout = copy_workflow(tmp_path_factory.mktemp("smoke_checkout"))
+    done = snakemake(checkout, "--cores", "2", "--config", "experiment=smoke")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return checkout, done.stdout + done.stderr

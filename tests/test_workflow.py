@@ -6,21 +6,31 @@ import sqlite3
 import mlflow
 import pandas as pd
 import pytest
-from workflow_helpers import active_runs, copy_workflow, job_counts, snakemake
+from workflow_helpers import active_runs, job_counts, snakemake
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def checkout(tmp_path_factory):
-    return copy_workflow(tmp_path_factory.mktemp("checkout"))
+def smoke(smoke_run):
+    return smoke_run[0]
 
 
 @pytest.fixture(scope="module")
-def smoke(checkout):
-    done = snakemake(checkout, "--cores", "2", "--config", "experiment=smoke")
-    assert done.returncode == 0, done.stderr[-3000:]
-    return checkout
+def checkout(smoke):
+    return smoke
+
+
+def test_a_finished_run_tells_where_the_report_is_and_its_headline(smoke_run):
+    _, output = smoke_run
+    assert "mptbench smoke: the report is results/smoke/report/index.html" in output
+    assert "snakemake --report results/smoke/report.zip --config experiment=smoke" in output
+    assert (
+        "mlflow ui --backend-store-uri sqlite:///results/mlflow.db, then open "
+        "http://127.0.0.1:5000/#/experiments/1?workflowType=machine_learning"
+    ) in output
+    assert "pypi · cpu: best mixed_float16 at batch " in output
+    assert "4 of 4 cells ran, 0 over budget, 0 failed" in output
 
 
 def test_smoke_run_reports_every_cell(smoke):
@@ -40,6 +50,8 @@ def test_smoke_run_reports_every_cell(smoke):
     html = (smoke / "results/smoke/report/index.html").read_text()
     assert "<table" in html and ".png" in html
     assert "Tesla V100" in html  # the published numbers beside ours
+    # Runs link to the MLflow UI that `mlflow ui` serves for this store.
+    assert 'href="http://127.0.0.1:5000/#/experiments/' in html
 
 
 def test_smoke_cells_are_profiled_and_their_op_classes_add_up(smoke):
@@ -62,20 +74,62 @@ def test_smoke_cells_are_profiled_and_their_op_classes_add_up(smoke):
     profiles = list((smoke / "results/smoke/profiles").rglob("*.xplane.pb"))
     assert len(profiles) == len(summary)  # the raw profiles, for TensorBoard/XProf
     html = (report / "index.html").read_text()
-    where = html.split("<h2>Where the time went</h2>", 1)[1].split("<h2>", 1)[0]
+    section = html.split('<section id="pypi-cpu">', 1)[1].split("</section>", 1)[0]
+    where = section.split("<h3>Where the time went</h3>", 1)[1]
     assert "mixed_float16 vs float32 at batch 8 on pypi · cpu" in where
     assert "; net " in where and "(speedup_vs_float32)" in where
-    assert '<img src="breakdown.png"' in where and "Not profiled" not in where
+    assert '<img src="pypi/cpu/breakdown.png"' in section and "Not profiled" not in where
+
+
+def test_each_device_has_its_own_plots_table_and_diagnosis(smoke):
+    group = smoke / "results/smoke/report/pypi/cpu"
+    for name in ("ms_per_step.png", "speedup.png", "tflops.png", "breakdown.png"):
+        assert (group / name).read_bytes().startswith(b"\x89PNG"), name
+    table = pd.read_csv(group / "table.csv")
+    assert list(table["batch size"]) == [4, 8]
+    assert table["mixed_float16 (speedup vs float32)"].str.contains("95% CI").any()
+    diagnosis = (group / "diagnosis.html").read_text()
+    assert diagnosis.count("<li>") >= 4 and "(speedup_vs_float32)" in diagnosis
+
+
+def test_snakemakes_report_holds_the_results_by_device(smoke):
+    done = snakemake(smoke, "--report", "results/smoke/report.zip", "--config", "experiment=smoke")
+    assert done.returncode == 0, done.stderr[-3000:]
+    import zipfile
+
+    names = zipfile.ZipFile(smoke / "results/smoke/report.zip").namelist()
+    for name in ("summary.csv", "breakdown.csv", "index.html", "published_ms_per_step.png",
+                 "speedup.png", "tflops.png", "table.csv", "diagnosis.html"):  # fmt: skip
+        assert any(n.endswith(name) for n in names), name
 
 
 def test_smoke_run_logs_one_mlflow_run_per_cell(smoke):
     db = smoke / "results/mlflow.db"
     runs = active_runs(db, "smoke")
-    assert len(runs) == 4 and {status for _, status in runs} == {"FINISHED"}
+    assert len(runs) == 5 and {status for _, status in runs} == {"FINISHED"}
     client = mlflow.MlflowClient(f"sqlite:///{db}")
-    for run_id, _ in runs:
-        assert "profile" in {a.path for a in client.list_artifacts(run_id)}
-        assert "breakdown_conv_forward_ms" in client.get_run(run_id).data.metrics
+    experiment = client.get_experiment_by_name("smoke")
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    (parent,) = client.search_runs([experiment.experiment_id], "tags.`mptbench.sweep` = 'smoke'")
+    children = client.search_runs(
+        [experiment.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"
+    )
+    assert len(children) == 4
+    assert {a.path for a in client.list_artifacts(parent.info.run_id, "report")} >= {
+        "report/index.html",
+        "report/summary.csv",
+        "report/pypi",
+    }
+    assert "best_speedup.pypi.cpu" in parent.data.metrics
+    assert parent.data.metrics["cells_ran.pypi.cpu"] == 4
+    for child in children:
+        artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
+        assert {"profile", "logs", "run_record.json"} <= artifacts
+        assert "breakdown_conv_forward_ms" in child.data.metrics
+        assert {"variant", "device", "policy", "batch_size", "outcome"} <= set(child.data.tags)
+        assert child.inputs.dataset_inputs[0].dataset.name == "imagenette2-320-smoke-32px"
+    assert len(client.search_runs([experiment.experiment_id], "tags.policy = 'mixed_float16'")) == 2
+    runs = [r for r in runs if r[0] != parent.info.run_id]
     with sqlite3.connect(db) as con:
         for run_id, _ in runs:
             params = dict(
@@ -176,7 +230,7 @@ def test_a_policy_added_by_override_alone_gets_its_own_dtype(smoke):
         summary.loc["bf16_copy", "achieved_tflops"] / bf16_peak
     )
     html = (smoke / "results/smoke_policy/report/index.html").read_text()
-    diagnosis = html.split("<b>Diagnosis.</b>", 1)[1].split("</p>", 1)[0]
+    diagnosis = html.split("<h3>Diagnosis</h3>", 1)[1].split("</ul>", 1)[0]
     assert "bf16_copy against float32 (speedup_vs_float32)" in diagnosis
     assert "bf16_copy reached" in diagnosis and "bfloat16 peak" in diagnosis
     # train.profile_steps=0: no breakdown, and the report says so rather than guessing.

@@ -114,10 +114,8 @@ def aggregate(runs: Path, out: Path) -> subprocess.CompletedProcess:
             "mptbench.report.aggregate",
             "--runs",
             str(runs),
-            "--summary",
-            str(out / "summary.csv"),
-            "--html",
-            str(out / "index.html"),
+            "--report-dir",
+            str(out),
         ],
         capture_output=True,
         text=True,
@@ -187,12 +185,13 @@ def test_html_has_a_table_per_device_with_outcomes(built):
 
 def test_diagnosis_cites_measured_speedups(built):
     html = (built / "index.html").read_text()
-    cpu = section(html, "<h2>pypi · cpu").split("<b>Diagnosis.</b>")[1]
+    cpu = section(html, "<h2>pypi · cpu").split("<h3>Diagnosis</h3>")[1]
     assert f"batch 32: slower, {400 / 500:.2f}× (95% interval " in cpu
     assert f"batch 64: slower, {800 / 1100:.2f}× (95% interval " in cpu
     assert "(speedup_vs_float32)" in cpu
     assert "no fast float16 math (fast_float16 false)" in cpu and "measurably slower" in cpu
-    gpu = section(html, "<h2>pypi · gpu0").split("<b>Diagnosis.</b>")[1]
+    gpu = section(html, "<h2>pypi · gpu0").split("<h3>Diagnosis</h3>")[1]
+    assert gpu.lstrip().startswith('<ul class="diagnosis"><li>')
     assert f"batch 32: faster, {30 / 25:.2f}×" in gpu
     assert "batch 128: no measurable difference, 1.02×" in gpu
     assert "mixed_float16 fit batch 64, where float32 ran out of memory" in gpu
@@ -200,13 +199,13 @@ def test_diagnosis_cites_measured_speedups(built):
 
 def test_html_shows_published_numbers_and_plots(built):
     html = (built / "index.html").read_text()
-    published = html.split("<h2>Published (2020)</h2>", 1)[1]
+    published = html.split('<h2 id="published">Published (2020)</h2>', 1)[1]
     v100 = published.split("<h3>Tesla V100", 1)[1].split("<h3>", 1)[0]
     row_512 = v100.split("<td>512</td>", 1)[1].split("</tr>", 1)[0]
     assert "415" in row_512 and "377" in row_512 and f"{415 / 377:.2f}×" in row_512
     assert "321" in published and "304" in published
     assert "+7% to +10% (1.07×–1.10×) on the Tesla V100" in published
-    for name in ("ms_per_step.png", "published_ms_per_step.png"):
+    for name in ("pypi/cpu/ms_per_step.png", "pypi/gpu0/speedup.png", "published_ms_per_step.png"):
         assert f'<img src="{name}"' in html
         assert (built / name).read_bytes().startswith(PNG_MAGIC)
     assert "<script" not in html and "http" not in html
@@ -214,7 +213,7 @@ def test_html_shows_published_numbers_and_plots(built):
 
 
 def test_runs_table_lists_every_record(built):
-    runs = (built / "index.html").read_text().split("<h2>Runs</h2>", 1)[1]
+    runs = (built / "index.html").read_text().split('<h2 id="runs">Runs</h2>', 1)[1]
     for device, policy, batch_size, *_ in CELLS:
         assert f"run-{device}-{policy}-{batch_size}" in runs
 
@@ -238,12 +237,15 @@ def test_library_functions(tmp_path):
     v100 = policy_table(published[published["device"] == "Tesla V100"])
     assert "415" in [c["text"] for row in v100["rows"] for c in row]
     quadro = policy_table(published[published["device"] == "Quadro M2200"])
-    assert {"text": "OOM", "css": "fail", "title": "OOM", "small": None} in [
+    assert {"text": "OOM", "css": "fail", "title": "OOM", "small": None, "href": None} in [
         c for row in quadro["rows"] for c in row
     ]
     assert PUBLISHED_CPU_S_PER_STEP == {"PyPI wheel": 321, "source build with AVX2/FMA": 304}
-    page = render_html(summary, published, ["ms_per_step.png"], breakdown_table(records))
+    page = render_html(summary, published, breakdown_table(records), "http://127.0.0.1:5000")
     assert page.count("<h2>pypi · ") == 2
+    # Each run's id, shortened, links to its page in the MLflow UI.
+    link = "http://127.0.0.1:5000/#/experiments/1/runs/run-cpu-float32-32"
+    assert f'<a href="{link}?workflowType=machine_learning">run-cpu-' in page
 
 
 def test_no_records_is_a_one_line_error(tmp_path):

@@ -1,4 +1,5 @@
 # Composes the Hydra config once, expands the grid and names every path the rules share.
+import json
 import os
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from mptbench.config import (
     run_config,
 )
 from mptbench.config import layout
+import snakemake.io as snakemake_io  # `report(` at a line's start would open a directive
 from mptbench.data.download import is_remote
 from mptbench.devices import PATTERN as DEVICE_PATTERN, Device
 
@@ -190,3 +192,47 @@ def build_copts(wildcards):
 
 def build_resource(key, default):
     return lambda wildcards: (variant_of(wildcards)["build"] or {}).get(key, default)
+
+
+# What each per-group report file is, in Snakemake's report: caption and figure name.
+GROUP_REPORT = {
+    "ms_per_step.png": ("ms_per_step.rst", "ms/step"),
+    "speedup.png": ("speedup.rst", "speedup"),
+    "tflops.png": ("tflops.rst", "TFLOP/s"),
+    "breakdown.png": ("breakdown_plot.rst", "breakdown"),
+    layout.GROUP_TABLE: ("table.rst", "table"),
+    layout.GROUP_DIAGNOSIS: ("diagnosis.rst", "diagnosis"),
+}
+GROUPS = sorted({(cell.variant, cell.device) for cell in CELLS})
+
+
+def group_reports(report_dir):
+    """Every (variant, device)'s table, plots and diagnosis, each in its report category."""
+    return [
+        snakemake_io.report(
+            f"{report_dir}/{layout.group_file(variant, device, name)}",
+            caption=f"../report/{GROUP_REPORT[name][0]}",
+            category=f"{variant} · {device}",
+            labels={
+                "variant": variant,
+                "device": device,
+                "figure": GROUP_REPORT[name][1],
+            },
+        )
+        for variant, device in GROUPS
+        for name in layout.GROUP_FILES
+    ]
+
+
+def print_headline():
+    """When a run ends well: where the report is, how to browse MLflow, and the headline."""
+    summary_csv = Path(REPORT_DIR) / layout.SUMMARY_CSV
+    if not summary_csv.exists():
+        return
+    from mptbench.report.headline import terminal_lines
+
+    experiment_id = json.loads(Path(TRACKING).read_text())["experiment_id"]
+    for line in terminal_lines(
+        summary_csv, REPORT_DIR, CFG["tracking"], EXPERIMENT, experiment_id
+    ):
+        print(line)

@@ -1,4 +1,5 @@
-# Report: every run record -> summary.csv and index.html (tables, plots, published numbers).
+# Report: every run record -> summary.csv, breakdown.csv, index.html and, per variant and
+# device, its table, plots and diagnosis; all of it in Snakemake's own report too.
 
 
 rule aggregate:
@@ -7,14 +8,38 @@ rule aggregate:
         calibrations=CALIBRATIONS,
         tracking=TRACKING,
     output:
-        summary=f"{REPORT_DIR}/summary.csv",
-        breakdown=f"{REPORT_DIR}/{layout.BREAKDOWN_CSV}",
-        html=f"{REPORT_DIR}/index.html",
-        plots=expand("{folder}/{plot}", folder=REPORT_DIR, plot=layout.REPORT_PLOTS),
+        summary=report(
+            f"{REPORT_DIR}/{layout.SUMMARY_CSV}",
+            caption="../report/summary.rst",
+            category="Summary",
+            labels={"file": "summary.csv"},
+        ),
+        breakdown=report(
+            f"{REPORT_DIR}/{layout.BREAKDOWN_CSV}",
+            caption="../report/breakdown.rst",
+            category="Summary",
+            labels={"file": "breakdown.csv"},
+        ),
+        html=report(
+            f"{REPORT_DIR}/{layout.INDEX_HTML}",
+            caption="../report/index.rst",
+            category="Summary",
+            labels={"file": "index.html"},
+        ),
+        published=report(
+            f"{REPORT_DIR}/{layout.PUBLISHED_PLOT}",
+            caption="../report/published.rst",
+            category="Published (2020)",
+            labels={"figure": "ms/step"},
+        ),
+        groups=group_reports(REPORT_DIR),
     log:
         f"results/{EXPERIMENT}/logs/aggregate.log",
     localrule: True
     conda:
         "../../envs/mptbench.yaml"
+    params:
+        report_dir=output_dir,
+        ui_url=CFG["tracking"]["ui"] or "",
     script:
         "../scripts/aggregate.py"

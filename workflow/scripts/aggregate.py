@@ -1,4 +1,4 @@
-"""Aggregate every run record into summary.csv and index.html (tables, diagnosis, plots)."""
+"""Aggregate every run record into the report (summary.csv, index.html, per-device files)."""
 
 from _job import run
 
@@ -8,10 +8,10 @@ from mptbench.report.records import ReportError
 
 
 def work():
-    output = snakemake.output
     write_report(
-        list(snakemake.input.records), output.summary, output.html,
+        list(snakemake.input.records), snakemake.params.report_dir,
         list(snakemake.input.calibrations), read_json(snakemake.input.tracking),
+        snakemake.params.ui_url or None,
     )  # fmt: skip
 
 

@@ -19,12 +19,23 @@ PROBE = RESULTS + "/probes/{variant}/{device}/{policy}.json"
 PROBE_LOG = RESULTS + "/logs/probe/{variant}/{device}/{policy}.log"
 TRACKING = RESULTS + "/mlflow_experiment.json"
 REPORT_DIR = RESULTS + "/report"
-# The report's plots, beside its index.html.
-PLOT = "ms_per_step.png"
+# The report: summary.csv, breakdown.csv (one row per profiled cell and op class), index.html
+# and the published plot at its top; the rest per variant and device, in <variant>/<device>/.
+SUMMARY_CSV = "summary.csv"
+BREAKDOWN_CSV = "breakdown.csv"
+INDEX_HTML = "index.html"
 PUBLISHED_PLOT = "published_ms_per_step.png"
-BREAKDOWN_PLOT = "breakdown.png"
-BREAKDOWN_CSV = "breakdown.csv"  # beside summary.csv: one row per profiled cell and op class
-REPORT_PLOTS = (PLOT, PUBLISHED_PLOT, BREAKDOWN_PLOT)
+GROUP_PLOTS = ("ms_per_step.png", "speedup.png", "tflops.png", "breakdown.png")
+GROUP_TABLE = "table.csv"
+GROUP_DIAGNOSIS = "diagnosis.html"
+GROUP_FILES = (*GROUP_PLOTS, GROUP_TABLE, GROUP_DIAGNOSIS)
+
+
+def group_file(variant: str, device: str, name: str) -> str:
+    """A per-group report file, relative to the report folder."""
+    return f"{variant}/{device}/{name}"
+
+
 # A calibration is kept per variant, device and the settings it was measured with, so
 # experiments that share them (smoke and benchmark do not) share one calibration.
 CALIBRATION = "results/calibration/{variant}/{device}/{settings}.json"

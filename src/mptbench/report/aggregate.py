@@ -8,23 +8,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from mptbench.config.layout import BREAKDOWN_CSV
+from mptbench.config.layout import BREAKDOWN_CSV, INDEX_HTML, SUMMARY_CSV
 from mptbench.files import write_bytes
 from mptbench.report.breakdown import breakdown_table
-from mptbench.report.html import device_label, render_html
+from mptbench.report.headline import metrics_and_tags
+from mptbench.report.html import render_group_files, render_html
 from mptbench.report.plots import render_plots
 from mptbench.report.published import load_published
 from mptbench.report.records import ReportError, load_calibrations, load_records
+from mptbench.report.sections import device_label
 from mptbench.report.summary import summarise
-
-
-def _short_name(row: pd.Series) -> str:
-    """The device's name without its flags: a plot title has room for little more."""
-    return device_label(row).split(" (CPU flags:")[0][:50]
-
+from mptbench.tracking import finish_sweep, log_to_cells
 
 # What the report works out per cell and gives back to the cell's MLflow run.
-SPEEDUP_METRICS = (
+CELL_METRICS = (
     "speedup_vs_float32",
     "speedup_ci_low",
     "speedup_ci_high",
@@ -37,49 +34,60 @@ SPEEDUP_METRICS = (
 )
 
 
-def log_to_runs(summary: pd.DataFrame, tracking: dict) -> None:
-    """Each cell's speedups (with their intervals) and MFU, as metrics of its MLflow run."""
-    import mlflow
-
-    client = mlflow.MlflowClient(tracking["tracking_uri"])
+def cell_results(summary: pd.DataFrame) -> dict[str, tuple[dict, dict]]:
+    """Per MLflow run id: the cell's speedups (with intervals) and MFU, and its verdict."""
+    out = {}
     for _, row in summary.dropna(subset=["mlflow_run_id"]).iterrows():
-        metrics = {m: float(row[m]) for m in SPEEDUP_METRICS if pd.notna(row[m])}
-        for name, value in metrics.items():
-            client.log_metric(row["mlflow_run_id"], name, value)
-        if isinstance(row["speedup_verdict"], str):
-            client.set_tag(row["mlflow_run_id"], "speedup_verdict", row["speedup_verdict"])
+        metrics = {m: float(row[m]) for m in CELL_METRICS if pd.notna(row[m])}
+        verdict = row["speedup_verdict"]
+        out[row["mlflow_run_id"]] = (
+            metrics,
+            {"speedup_verdict": verdict} if isinstance(verdict, str) else {},
+        )
+    return out
+
+
+def _short_name(row: pd.Series) -> str:
+    """The device's name without its flags: a plot title has room for little more."""
+    return device_label(row).split(" (CPU flags:")[0][:50]
+
+
+def render(records: list[dict], calibrations: list, ui_url: str | None) -> tuple:
+    """Every file of the report, in memory: (summary, {path relative to the report: bytes})."""
+    summary = summarise(records, load_calibrations(list(calibrations)))
+    table = breakdown_table(records)
+    published = load_published()
+    files = render_plots(summary, published, _short_name, table)
+    files |= render_group_files(summary, table)
+    files[SUMMARY_CSV] = summary.to_csv(index=False).encode()
+    files[BREAKDOWN_CSV] = table.to_csv(index=False).encode()
+    files[INDEX_HTML] = render_html(summary, published, table, ui_url).encode()
+    return summary, files
 
 
 def write_report(
     runs: str | Path | list[str | Path],
-    summary_path: str | Path,
-    html_path: str | Path,
+    report_dir: str | Path,
     calibrations: list[str | Path] = (),
     tracking: dict | None = None,
+    ui_url: str | None = None,
 ) -> pd.DataFrame:
-    """Read the run records; write summary.csv, index.html and its plots; return the summary.
+    """Read the run records; write the report into report_dir; return the summary.
 
     Everything is rendered in memory first, so a bad record leaves no output behind. With
-    `tracking`, each cell's MLflow run gets its speedups and MFU.
+    `tracking`, each cell's MLflow run gets its speedups and MFU, and the sweep's run the
+    report and its headline.
     """
-    records = load_records(runs)
-    summary = summarise(records, load_calibrations(list(calibrations)))
-    table = breakdown_table(records)
-    published = load_published()
-    html_path = Path(html_path)
-    plots = render_plots(summary, published, _short_name, table)
-    page = render_html(summary, published, list(plots), table)
+    summary, files = render(load_records(runs), calibrations, ui_url)
     try:
-        for name, png in plots.items():
-            write_bytes(html_path.parent / name, png)
-        write_bytes(summary_path, summary.to_csv(index=False).encode())
-        breakdown_csv = Path(summary_path).with_name(BREAKDOWN_CSV)
-        write_bytes(breakdown_csv, table.to_csv(index=False).encode())
-        write_bytes(html_path, page.encode())
+        for name, data in files.items():
+            write_bytes(Path(report_dir) / name, data)
     except OSError as exc:
         raise ReportError(f"cannot write the report: {exc}") from None
     if tracking:
-        log_to_runs(summary, tracking)
+        log_to_cells(tracking, cell_results(summary))
+        if tracking.get("parent_run_id"):
+            finish_sweep(tracking, str(report_dir), *metrics_and_tags(summary))
     return summary
 
 
@@ -90,11 +98,13 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--runs", help="folder of run records (*.json, searched recursively)")
     source.add_argument("--records", nargs="+", help="the run records to report, exactly these")
     parser.add_argument("--calibration", nargs="*", default=[], help="calibrate rule outputs")
-    parser.add_argument("--summary", required=True, help="summary.csv to write")
-    parser.add_argument("--html", required=True, help="index.html to write; plots go beside it")
+    parser.add_argument("--report-dir", required=True, help="where summary.csv, index.html, ... go")
+    parser.add_argument("--ui-url", default=None, help="the MLflow UI, for links to each run")
     args = parser.parse_args(argv)
     try:
-        write_report(args.records or args.runs, args.summary, args.html, args.calibration)
+        write_report(
+            args.records or args.runs, args.report_dir, args.calibration, None, args.ui_url
+        )
     except ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

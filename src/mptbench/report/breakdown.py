@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from mptbench.measure.opclasses import CLASSES, NAMES
+from mptbench.report.tables import fmt_ms
 from mptbench.report.thresholds import BREAKDOWN_CHANGE, BREAKDOWN_NOTABLE
 from mptbench.report.wording import speedup_text
 
@@ -62,9 +63,9 @@ def sentence(policy: str, base: dict, mine: dict, step_ms: float, summary_row) -
         delta = mine[group] - base[group]
         if delta <= -change:
             faster = f" ({base[group] / mine[group]:.1f}x faster)" if mine[group] > 0 else ""
-            saved.append(f"{-delta:.3g} ms in {_label(group)}{faster}")
+            saved.append(f"{fmt_ms(-delta)} ms in {_label(group)}{faster}")
         elif delta >= change:
-            spent.append(f"{delta:.3g} ms more in {_label(group)}")
+            spent.append(f"{fmt_ms(delta)} ms more in {_label(group)}")
         elif base[group] >= BREAKDOWN_NOTABLE * step_ms:
             same.append(_label(group))
     parts = []

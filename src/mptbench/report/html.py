@@ -4,17 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mptbench.config.layout import BREAKDOWN_PLOT
-from mptbench.record import RUNS_TABLE
-from mptbench.report.breakdown import explain, not_profiled
-from mptbench.report.diagnosis import diagnose
-from mptbench.report.published import (
-    PUBLISHED_CPU_BATCH_SIZE,
-    PUBLISHED_CPU_S_PER_STEP,
-    compare_with_published,
-)
-from mptbench.report.summary import groups, policies
-from mptbench.report.tables import cell, fmt_ms, plain_table, policy_table
+from mptbench.config.layout import GROUP_DIAGNOSIS, GROUP_TABLE, PUBLISHED_PLOT, group_file
+from mptbench.report import sections
 from mptbench.report.variants import variants_section
 
 CSS = """
@@ -29,6 +20,12 @@ small { display: block; color: #777; font-size: .75rem; }
 .fail { color: #a40000; font-weight: 600; cursor: help; } .missing { color: #aaa; }
 .faster { color: #116611; font-weight: 600; } .slower { color: #a40000; } .same { color: #555; }
 img { max-width: 100%; border: 1px solid #eee; }
+.scroll { max-width: 100%; overflow-x: auto; }
+table.runs td.text { max-width: 22rem; overflow-wrap: anywhere; }
+.plots { display: grid; grid-template-columns: repeat(auto-fit, minmax(28rem, 1fr)); gap: .5rem; }
+.plots img { width: 100%; }
+ul.diagnosis li { margin-bottom: .3rem; }
+nav ul { display: flex; flex-wrap: wrap; gap: .3rem 1.2rem; padding-left: 1rem; }
 """
 
 HOW_TO_READ = (
@@ -47,129 +44,70 @@ HOW_TO_READ = (
 )
 
 
-def _unique(series: pd.Series) -> str:
-    return ", ".join(str(v) for v in series.dropna().unique()) or "unknown"
-
-
-def device_label(row: pd.Series) -> str:
-    name = row["device_name"] if pd.notna(row["device_name"]) else row["device"]
-    if pd.notna(row["compute_capability"]):
-        return f"{name} (compute capability {row['compute_capability']:.1f})"
-    flags = row["cpu_flags"] if isinstance(row["cpu_flags"], str) else "none recorded"
-    return f"{name} (CPU flags: {flags})"
-
-
-def _accuracy(summary: pd.DataFrame) -> dict | None:
-    acc = summary.dropna(subset=["final_val_accuracy"])
-    if acc.empty:
-        return None
-    table = acc.pivot_table(
-        index=["variant", "device", "batch_size"],
-        columns="policy",
-        values="final_val_accuracy",
-        aggfunc="last",
-    )
-    table = table[policies(acc)].map(lambda v: "—" if pd.isna(v) else f"{v:.3f}")
-    medians = "; ".join(
-        f"{p}: median {g.median():.3f} over {len(g)} runs"
-        for p, g in acc.groupby("policy")["final_val_accuracy"]
-    )
-    return {"medians": medians, "table": plain_table(table.reset_index())}
-
-
-def _published(summary: pd.DataFrame, published: pd.DataFrame) -> dict:
-    devices = []
-    for device, rows in published.groupby("device", sort=False):
-        first = rows.iloc[0]
-        title = (
-            f"{device} (compute capability {first['compute_capability']:.1f}, "
-            f"{int(first['memory_gb'])} GB)"
-        )
-        devices.append({"title": title, "table": policy_table(rows)})
-    wheel, source = PUBLISHED_CPU_S_PER_STEP.values()
-    cpu = pd.DataFrame(
-        {"build": list(PUBLISHED_CPU_S_PER_STEP), "s/step": list(PUBLISHED_CPU_S_PER_STEP.values())}
-    )
-    return {
-        "comparison": compare_with_published(summary, published),
-        "devices": devices,
-        "cpu_batch_size": PUBLISHED_CPU_BATCH_SIZE,
-        "cpu_table": plain_table(cpu),
-        "cpu_ratio": f"{wheel / source:.2f}×",
-    }
-
-
-def _runs(summary: pd.DataFrame) -> dict:
-    runs = summary[RUNS_TABLE].copy()
-    runs["ms_per_step"] = runs["ms_per_step"].map(lambda v: v if pd.isna(v) else fmt_ms(v))
-    runs["predicted_step_s"] = runs["predicted_step_s"].map(
-        lambda v: v if pd.isna(v) else f"{v:.2f}"
-    )
-    return plain_table(runs)
-
-
-def _comparison_table(comparison: dict) -> dict:
-    head = [cell("op class", "text"), cell("float32", small="ms/step"),
-            cell("policy", small="ms/step"), cell("difference", small="ms/step"),
-            cell("float32 / policy")]  # fmt: skip
-    rows = []
-    for r in comparison["rows"]:
-        moved = "faster" if r["delta"] < 0 else "slower" if r["delta"] > 0 else None
-        rows.append([
-            cell(r["name"], "text"), cell(f"{r['float32']:.3g}"), cell(f"{r['policy']:.3g}"),
-            cell(f"{r['delta']:+.3g}", moved),
-            cell("—" if r["ratio"] is None else f"{r['ratio']:.2f}×"),
-        ])  # fmt: skip
-    return {"head": head, "rows": rows}
-
-
-def _breakdown(summary: pd.DataFrame, table: pd.DataFrame) -> dict:
-    return {
-        "explained": [
-            e | {"table": _comparison_table(e["comparison"])} for e in explain(table, summary)
-        ],
-        "not_profiled": not_profiled(summary, table),
-        "plot": BREAKDOWN_PLOT,
-    }
-
-
-def render_html(
-    summary: pd.DataFrame, published: pd.DataFrame, plots: list[str], breakdown: pd.DataFrame
-) -> str:
-    """The whole index.html: our tables and diagnoses, where the time went, accuracy, published
-    numbers, plots, runs."""
+def _env():
     import jinja2
-    import markupsafe
 
-    env = jinja2.Environment(
+    return jinja2.Environment(
         loader=jinja2.PackageLoader("mptbench.report", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
+
+
+def render_html(
+    summary: pd.DataFrame,
+    published: pd.DataFrame,
+    breakdown: pd.DataFrame,
+    ui_url: str | None = None,
+) -> str:
+    """The whole index.html: a section per device (its table, plots, where its time went and
+    its diagnosis), the variants, accuracy, the published numbers, every run."""
+    import markupsafe
+
+    unique = sections.unique
     meta = (
-        f"Model {_unique(summary['model'])} on {_unique(summary['dataset'])} at "
-        f"{_unique(summary['image_size'])} px; TensorFlow {_unique(summary['tensorflow'])}, "
-        f"Keras {_unique(summary['keras'])}; host {_unique(summary['host'])}."
+        f"Model {unique(summary['model'])} on {unique(summary['dataset'])} at "
+        f"{unique(summary['image_size'])} px; TensorFlow {unique(summary['tensorflow'])}, "
+        f"Keras {unique(summary['keras'])}; host {unique(summary['host'])}."
     )
-    return env.get_template("index.html.j2").render(
-        title=f"Mixed-precision training benchmark: {_unique(summary['experiment'])}",
-        css=markupsafe.Markup(CSS),  # our own constant, not data
-        meta=meta,
-        how_to_read=HOW_TO_READ,
-        groups=[
-            {
-                "variant": variant,
-                "device": device,
-                "label": device_label(rows.iloc[0]),
-                "table": policy_table(rows),
-                "diagnosis": diagnose(rows),
-            }
-            for (variant, device), rows in groups(summary)
-        ],  # fmt: skip
-        variants=variants_section(summary),
-        accuracy=_accuracy(summary),
-        published=_published(summary, published),
-        plots=[p for p in plots if p != BREAKDOWN_PLOT],
-        breakdown=_breakdown(summary, breakdown),
-        runs=_runs(summary),
+    return (
+        _env()
+        .get_template("index.html.j2")
+        .render(
+            title=f"Mixed-precision training benchmark: {unique(summary['experiment'])}",
+            css=markupsafe.Markup(CSS),  # our own constant, not data
+            meta=meta,
+            how_to_read=HOW_TO_READ,
+            groups=sections.all_groups(summary, breakdown),
+            variants=variants_section(summary),
+            accuracy=sections.accuracy(summary),
+            published=sections.published_section(summary, published) | {"plot": PUBLISHED_PLOT},
+            runs=sections.runs(summary, ui_url),
+        )
     )
+
+
+def _csv_table(table: dict) -> str:
+    """A table's cells as CSV, each with its second line (an interval) in brackets."""
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(
+        [f"{c['text']} ({c['small']})" if c["small"] else c["text"] for c in table["head"]]
+    )
+    for row in table["rows"]:
+        writer.writerow([f"{c['text']} [{c['small']}]" if c["small"] else c["text"] for c in row])
+    return out.getvalue()
+
+
+def render_group_files(summary: pd.DataFrame, breakdown: pd.DataFrame) -> dict[str, bytes]:
+    """Per (variant, device): its policy table as CSV and its diagnosis as a small page."""
+    files = {}
+    for g in sections.all_groups(summary, breakdown):
+        variant, device = g["variant"], g["device"]
+        files[group_file(variant, device, GROUP_TABLE)] = _csv_table(g["table"]).encode()
+        page = _env().get_template("diagnosis.html.j2").render(group=g)
+        files[group_file(variant, device, GROUP_DIAGNOSIS)] = page.encode()
+    return files

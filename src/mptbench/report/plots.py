@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, NullLocator  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
-from mptbench.config.layout import BREAKDOWN_PLOT, PLOT, PUBLISHED_PLOT  # noqa: E402
+from mptbench.config.layout import PUBLISHED_PLOT, group_file  # noqa: E402
 from mptbench.measure.opclasses import CLASSES  # noqa: E402
 from mptbench.report.summary import groups, policies  # noqa: E402
 from mptbench.train.outcomes import WORDS  # noqa: E402
@@ -36,7 +36,7 @@ def _batch_axis(ax, rows: pd.DataFrame) -> None:
     ax.set_xticks(batch_sizes, [str(b) for b in batch_sizes])
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("batch size")
-    ax.set_ylabel("ms/step (median)")
+    ax.set_ylabel("ms per step (median)")
 
 
 def _policy_lines(ax, rows: pd.DataFrame, ok: pd.DataFrame) -> None:
@@ -46,7 +46,12 @@ def _policy_lines(ax, rows: pd.DataFrame, ok: pd.DataFrame) -> None:
         color = POLICY_COLOR.get(p, f"C{3 + i}")
         points = ok[ok["policy"] == p].sort_values("batch_size")
         if not points.empty:
-            ax.plot(points["batch_size"], points["ms_per_step"], marker="o", label=p, color=color)
+            ms = points["ms_per_step"]
+            # The published table has no intervals: no bars there.
+            low = (ms - points.get("ms_per_step_ci_low", ms)).fillna(0).clip(lower=0)
+            high = (points.get("ms_per_step_ci_high", ms) - ms).fillna(0).clip(lower=0)
+            ax.errorbar(points["batch_size"], ms, yerr=[low, high], marker="o", capsize=3,
+                        label=f"{p} (95% CI)", color=color)  # fmt: skip
         for _, row in rows[(rows["policy"] == p) & ~rows.index.isin(ok.index)].iterrows():
             word = WORDS.get(row["outcome"], str(row["outcome"]))
             ax.text(
@@ -94,9 +99,79 @@ def _figure(panels: list[tuple[str, pd.DataFrame]], title: str) -> bytes:
 
 def _png(fig) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
+    fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
     return buf.getvalue()
+
+
+def ms_per_step_figure(rows: pd.DataFrame, title: str) -> bytes:
+    """Median ms/step against batch size per policy, with 95% interval bars."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    _panel(ax, title, rows)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _speedup_lines(ax, rows: pd.DataFrame) -> None:
+    for i, p in enumerate(q for q in policies(rows) if q != "float32"):
+        hit = rows[(rows["policy"] == p) & rows["speedup_vs_float32"].notna()]
+        hit = hit.sort_values("batch_size")
+        if hit.empty:
+            continue
+        low = (hit["speedup_vs_float32"] - hit["speedup_ci_low"]).fillna(0).clip(lower=0)
+        high = (hit["speedup_ci_high"] - hit["speedup_vs_float32"]).fillna(0).clip(lower=0)
+        color = POLICY_COLOR.get(p, f"C{3 + i}")
+        ax.errorbar(hit["batch_size"], hit["speedup_vs_float32"], yerr=[low, high], marker="o",
+                    capsize=3, label=f"{p} (ours, 95% CI)", color=color)  # fmt: skip
+
+
+def speedup_figure(rows: pd.DataFrame, published: pd.DataFrame, title: str) -> bytes:
+    """Speedup over float32 against batch size, ours with intervals, the published dashed."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    _speedup_lines(ax, rows)
+    for i, (device, theirs) in enumerate(published.groupby("device", sort=False)):
+        hit = theirs[(theirs["policy"] == "mixed_float16") & theirs["speedup_vs_float32"].notna()]
+        ax.plot(hit["batch_size"], hit["speedup_vs_float32"], linestyle="--", marker=".",
+                color=f"C{6 + i}", alpha=0.8, label=f"mixed_float16, {device} (2020)")  # fmt: skip
+    ax.axhline(1.0, color="0.4", linewidth=1)
+    ax.set_xscale("log", base=2)
+    sizes = sorted(int(b) for b in set(rows["batch_size"]) | set(published["batch_size"]))
+    ax.set_xticks(sizes, [str(b) for b in sizes])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("speedup over float32 (×, above 1: faster)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def tflops_figure(rows: pd.DataFrame, title: str) -> bytes:
+    """Achieved TFLOP/s (end to end, compute only) per policy against its calibrated peak."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    ok = rows[rows["outcome"] == "ok"]
+    for i, p in enumerate(policies(rows)):
+        color = POLICY_COLOR.get(p, f"C{3 + i}")
+        mine = ok[ok["policy"] == p].sort_values("batch_size")
+        if mine.empty:
+            continue
+        ax.plot(mine["batch_size"], mine["achieved_tflops"], marker="o", color=color,
+                label=f"{p} end to end")  # fmt: skip
+        ax.plot(mine["batch_size"], mine["achieved_tflops_compute"], marker=".", linestyle=":",
+                color=color, label=f"{p} compute only")  # fmt: skip
+        peak = mine["peak_tflops"].dropna()
+        if not peak.empty:
+            ax.axhline(peak.median(), color=color, linestyle="--", linewidth=1,
+                       label=f"{p} calibrated peak")  # fmt: skip
+    _batch_axis(ax, rows)
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, alpha=0.3)
+    if not ok.empty:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _png(fig)
 
 
 def _stacked_bars(ax, cells: pd.DataFrame, label: str) -> None:
@@ -113,22 +188,19 @@ def _stacked_bars(ax, cells: pd.DataFrame, label: str) -> None:
     ax.set_xticks(range(len(names)), names, fontsize=7)
     ax.set_xlabel("batch size and policy")
     ax.set_ylabel("ms per step")
-    ax.set_title(label, fontsize=9)
+    ax.set_title(label, fontsize=10)
     ax.grid(True, axis="y", alpha=0.3)
 
 
-def breakdown_figure(table: pd.DataFrame) -> bytes:
-    """Where each step's time went, per (variant, device): stacked bars per batch and policy."""
-    panels = list(table.groupby(["variant", "device"], sort=True))
-    rows = max(1, len(panels))
-    fig, axes = plt.subplots(rows, 1, figsize=(11, 4.2 * rows), squeeze=False)
-    if not panels:
-        axes[0, 0].text(0.5, 0.5, "not profiled (train.profile_steps=0)", ha="center")
-        axes[0, 0].axis("off")
-    for ax, ((variant, device), cells) in zip(axes.flat, panels, strict=False):
-        _stacked_bars(ax, cells, f"{variant} · {device}: time per step by op class")
-    if panels:
-        axes[0, 0].legend(fontsize=7, ncol=1, loc="upper left", bbox_to_anchor=(1.01, 1))
+def breakdown_figure(cells: pd.DataFrame, title: str) -> bytes:
+    """Where each step's time went: stacked bars per batch size and policy."""
+    fig, ax = plt.subplots(figsize=(9, 4.4))
+    if cells.empty:
+        ax.text(0.5, 0.5, "not profiled (train.profile_steps=0, or no cell ran ok)", ha="center")
+        ax.axis("off")
+    else:
+        _stacked_bars(ax, cells, title)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return _png(fig)
 
@@ -136,15 +208,20 @@ def breakdown_figure(table: pd.DataFrame) -> bytes:
 def render_plots(
     summary: pd.DataFrame, published: pd.DataFrame, short_name, breakdown: pd.DataFrame
 ) -> dict[str, bytes]:
-    """PNG bytes by file name: our runs per (variant, device), the published devices, and
-    where the time went. `short_name(row)` names a device in a panel title."""
-    ours = [
-        (f"{variant} · {device}\n{short_name(rows.iloc[0])}", rows)
-        for (variant, device), rows in groups(summary)
-    ]
+    """PNG bytes by file name, relative to the report folder: per (variant, device) its
+    ms/step, speedup, TFLOP/s and breakdown plots; and the published devices' ms/step.
+    `short_name(row)` names a device in a title."""
+    plots = {}
+    for (variant, device), rows in groups(summary):
+        title = f"{variant} · {device}: {short_name(rows.iloc[0])}"
+        cells = breakdown[(breakdown["variant"] == variant) & (breakdown["device"] == device)]
+        figures = {
+            "ms_per_step.png": ms_per_step_figure(rows, title),
+            "speedup.png": speedup_figure(rows, published, title),
+            "tflops.png": tflops_figure(rows, title),
+            "breakdown.png": breakdown_figure(cells, f"{title}: ms per step by op class"),
+        }
+        plots |= {group_file(variant, device, name): png for name, png in figures.items()}
     theirs = [(str(device), rows) for device, rows in published.groupby("device", sort=False)]
-    return {
-        PLOT: _figure(ours, "Our runs"),
-        PUBLISHED_PLOT: _figure(theirs, "Published (2020)"),
-        BREAKDOWN_PLOT: breakdown_figure(breakdown),
-    }
+    plots[PUBLISHED_PLOT] = _figure(theirs, "Published (2020)")
+    return plots

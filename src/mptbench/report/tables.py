@@ -1,5 +1,6 @@
 """The report's tables as data: a table is {"head": [cell], "rows": [[cell]]}, a cell a dict
-with its text and, optionally, a css class, a title (hover text) and a small second line.
+with its text and, optionally, a css class, a title (hover text), a small second line and a
+link.
 The page template renders them; nothing here writes HTML."""
 
 from __future__ import annotations
@@ -12,8 +13,14 @@ from mptbench.report.summary import policies
 from mptbench.train.outcomes import WORDS
 
 
-def cell(text: Any, css: str | None = None, title: str | None = None, small: str | None = None):
-    return {"text": text, "css": css, "title": title, "small": small}
+def cell(
+    text: Any,
+    css: str | None = None,
+    title: str | None = None,
+    small: str | None = None,
+    href: str | None = None,
+):
+    return {"text": text, "css": css, "title": title, "small": small, "href": href}
 
 
 def fmt_ms(value: float) -> str:

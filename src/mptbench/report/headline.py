@@ -1,0 +1,98 @@
+"""The headline of a finished run: per device, the best mixed policy's speedup with its
+interval and how many cells ran, were over budget or failed. The terminal prints it when a
+run ends; the sweep's MLflow run keeps it as metrics and tags."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from mptbench.report.summary import groups
+
+FAILED = ("oom", "killed", "nonfinite", "unsupported")
+
+
+def best(rows: pd.DataFrame) -> pd.Series | None:
+    """The mixed policy's cell with the highest speedup, measurably faster ones first."""
+    hit = rows[(rows["policy"] != "float32") & rows["speedup_vs_float32"].notna()]
+    if hit.empty:
+        return None
+    rank = hit.assign(_faster=hit["speedup_verdict"] == "faster")
+    return rank.sort_values(["_faster", "speedup_vs_float32"], ascending=False).iloc[0]
+
+
+def counts(rows: pd.DataFrame) -> dict[str, int]:
+    outcomes = rows["outcome"]
+    return {
+        "ran": int((outcomes == "ok").sum()),
+        "over_budget": int((outcomes == "over_budget").sum()),
+        "failed": int(outcomes.isin(FAILED).sum()),
+    }
+
+
+def speedup_words(row: pd.Series) -> str:
+    interval = ""
+    if pd.notna(row["speedup_ci_low"]):
+        interval = f" (95% interval {row['speedup_ci_low']:.2f}–{row['speedup_ci_high']:.2f})"
+    verdict = row["speedup_verdict"] if isinstance(row["speedup_verdict"], str) else "unjudged"
+    return (
+        f"{row['policy']} at batch {int(row['batch_size'])}: "
+        f"{row['speedup_vs_float32']:.2f}×{interval}, {verdict}"
+    )
+
+
+def lines(summary: pd.DataFrame) -> list[str]:
+    """One line per (variant, device)."""
+    out = []
+    for (variant, device), rows in groups(summary):
+        top = best(rows)
+        speedup = f"best {speedup_words(top)}" if top is not None else "no speedup measured"
+        n = counts(rows)
+        out.append(
+            f"{variant} · {device}: {speedup}; {n['ran']} of {len(rows)} cells ran, "
+            f"{n['over_budget']} over budget, {n['failed']} failed"
+        )
+    return out
+
+
+def metrics_and_tags(summary: pd.DataFrame) -> tuple[dict[str, float], dict[str, str]]:
+    """The headline as the sweep run's metrics (best speedup and interval per device, cell
+    counts) and tags (which policy and batch size gave it)."""
+    metrics, tags = {}, {}
+    for (variant, device), rows in groups(summary):
+        key = f"{variant}.{device}"
+        metrics |= {f"cells_{k}.{key}": v for k, v in counts(rows).items()}
+        top = best(rows)
+        if top is None:
+            continue
+        named = {"best_speedup": "speedup_vs_float32", "best_speedup_ci_low": "speedup_ci_low",
+                 "best_speedup_ci_high": "speedup_ci_high"}  # fmt: skip
+        for name, column in named.items():
+            if pd.notna(top[column]):
+                metrics[f"{name}.{key}"] = float(top[column])
+        tags[f"best.{key}"] = speedup_words(top)
+    return metrics, tags
+
+
+def terminal_lines(
+    summary_csv, report_dir: str, tracking: dict, experiment: str, experiment_id=None
+) -> list[str]:
+    """What a finished run prints: where to look, and the headline."""
+    from mptbench.report.sections import experiment_link
+
+    summary = pd.read_csv(summary_csv)
+    uri, ui = str(tracking.get("uri") or ""), tracking.get("ui") or ""
+    page = experiment_link(ui, experiment_id) if ui and experiment_id else ui or uri
+    start = (
+        f"mlflow ui --backend-store-uri {uri}, then open " if uri.startswith("sqlite:") else "open "
+    )
+    browse = start + page
+    return [
+        "",
+        f"mptbench {experiment}: the report is {report_dir}/index.html "
+        f"(tables: {report_dir}/summary.csv, {report_dir}/breakdown.csv)",
+        f"  Snakemake's report: snakemake --report results/{experiment}/report.zip "
+        f"--config experiment={experiment}",
+        f"  MLflow: {browse}",
+        *(f"  {line}" for line in lines(summary)),
+        "",
+    ]

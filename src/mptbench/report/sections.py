@@ -1,0 +1,145 @@
+"""The report page's sections as data: device groups, where the time went, accuracy, the
+published numbers, the runs. html.py renders them; nothing here writes HTML."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from mptbench.config.layout import GROUP_PLOTS, group_file
+from mptbench.record import RUNS_TABLE
+from mptbench.report.breakdown import explain, not_profiled
+from mptbench.report.diagnosis import diagnose
+from mptbench.report.published import (
+    PUBLISHED_CPU_BATCH_SIZE,
+    PUBLISHED_CPU_S_PER_STEP,
+    compare_with_published,
+)
+from mptbench.report.summary import groups, policies
+from mptbench.report.tables import cell, fmt_ms, plain_table, policy_table
+
+PLOT_ALT = {
+    "ms_per_step.png": "median ms per step against batch size, per policy, with 95% intervals",
+    "speedup.png": "speedup over float32 against batch size, with the published speedups",
+    "tflops.png": "achieved TFLOP/s against batch size, with the calibrated peaks",
+    "breakdown.png": "milliseconds per step by op class, per batch size and policy",
+}
+
+
+def unique(series: pd.Series) -> str:
+    return ", ".join(str(v) for v in series.dropna().unique()) or "unknown"
+
+
+def device_label(row: pd.Series) -> str:
+    name = row["device_name"] if pd.notna(row["device_name"]) else row["device"]
+    if pd.notna(row["compute_capability"]):
+        return f"{name} (compute capability {row['compute_capability']:.1f})"
+    flags = row["cpu_flags"] if isinstance(row["cpu_flags"], str) else "none recorded"
+    return f"{name} (CPU flags: {flags})"
+
+
+def accuracy(summary: pd.DataFrame) -> dict | None:
+    acc = summary.dropna(subset=["final_val_accuracy"])
+    if acc.empty:
+        return None
+    table = acc.pivot_table(
+        index=["variant", "device", "batch_size"],
+        columns="policy",
+        values="final_val_accuracy",
+        aggfunc="last",
+    )
+    table = table[policies(acc)].map(lambda v: "—" if pd.isna(v) else f"{v:.3f}")
+    medians = "; ".join(
+        f"{p}: median {g.median():.3f} over {len(g)} runs"
+        for p, g in acc.groupby("policy")["final_val_accuracy"]
+    )
+    return {"medians": medians, "table": plain_table(table.reset_index())}
+
+
+def published_section(summary: pd.DataFrame, published: pd.DataFrame) -> dict:
+    devices = []
+    for device, rows in published.groupby("device", sort=False):
+        first = rows.iloc[0]
+        title = (
+            f"{device} (compute capability {first['compute_capability']:.1f}, "
+            f"{int(first['memory_gb'])} GB)"
+        )
+        devices.append({"title": title, "table": policy_table(rows)})
+    wheel, source = PUBLISHED_CPU_S_PER_STEP.values()
+    cpu = pd.DataFrame(
+        {"build": list(PUBLISHED_CPU_S_PER_STEP), "s/step": list(PUBLISHED_CPU_S_PER_STEP.values())}
+    )
+    return {
+        "comparison": compare_with_published(summary, published),
+        "devices": devices,
+        "cpu_batch_size": PUBLISHED_CPU_BATCH_SIZE,
+        "cpu_table": plain_table(cpu),
+        "cpu_ratio": f"{wheel / source:.2f}×",
+    }
+
+
+def run_link(ui_url: str | None, experiment_id, run_id) -> str | None:
+    """The run's page in the MLflow UI, in its model-training view."""
+    if not ui_url or not isinstance(run_id, str) or pd.isna(experiment_id):
+        return None
+    return experiment_link(ui_url, experiment_id, f"/runs/{run_id}")
+
+
+def experiment_link(ui_url: str, experiment_id, page: str = "") -> str:
+    """A page of the MLflow UI. MLflow 3.17's UI picks its view (GenAI or model training)
+    from a switch it remembers per browser, not from the experiment's kind tag: the link
+    asks for the model-training view itself."""
+    return f"{ui_url.rstrip('/')}/#/experiments/{experiment_id}{page}?workflowType=machine_learning"
+
+
+def runs(summary: pd.DataFrame, ui_url: str | None) -> dict:
+    """Every run, its MLflow run id shortened and linked to the run in the MLflow UI."""
+    shown = summary[RUNS_TABLE].copy()
+    shown["ms_per_step"] = shown["ms_per_step"].map(lambda v: v if pd.isna(v) else fmt_ms(v))
+    shown["predicted_step_s"] = shown["predicted_step_s"].map(
+        lambda v: v if pd.isna(v) else f"{v:.2f}"
+    )
+    table = plain_table(shown)
+    column = RUNS_TABLE.index("mlflow_run_id")
+    table["head"][column]["text"] = "MLflow run"
+    for row, (_, record) in zip(table["rows"], summary.iterrows(), strict=True):
+        run_id = record["mlflow_run_id"]
+        if isinstance(run_id, str):
+            href = run_link(ui_url, record.get("mlflow_experiment_id"), run_id)
+            row[column] = cell(run_id[:8], "text", title=run_id, href=href)
+    return table
+
+
+def comparison_table(comparison: dict) -> dict:
+    head = [cell("op class", "text"), cell("float32", small="ms/step"),
+            cell("policy", small="ms/step"), cell("difference", small="ms/step"),
+            cell("float32 / policy")]  # fmt: skip
+    rows = []
+    for r in comparison["rows"]:
+        moved = "faster" if r["delta"] < 0 else "slower" if r["delta"] > 0 else None
+        rows.append([
+            cell(r["name"], "text"), cell(f"{r['float32']:.3g}"), cell(f"{r['policy']:.3g}"),
+            cell(f"{r['delta']:+.3g}", moved),
+            cell("—" if r["ratio"] is None else f"{r['ratio']:.2f}×"),
+        ])  # fmt: skip
+    return {"head": head, "rows": rows}
+
+
+def group(variant: str, device: str, rows: pd.DataFrame, breakdown: pd.DataFrame) -> dict:
+    """One (variant, device): its table, plots, where its time went, and its diagnosis."""
+    mine = breakdown[(breakdown["variant"] == variant) & (breakdown["device"] == device)]
+    return {
+        "variant": variant,
+        "device": device,
+        "label": device_label(rows.iloc[0]),
+        "table": policy_table(rows),
+        "plots": [{"src": group_file(variant, device, p), "alt": PLOT_ALT[p]} for p in GROUP_PLOTS],
+        "explained": [
+            e | {"table": comparison_table(e["comparison"])} for e in explain(mine, rows)
+        ],
+        "not_profiled": not_profiled(rows, mine),
+        "diagnosis": diagnose(rows),
+    }
+
+
+def all_groups(summary: pd.DataFrame, breakdown: pd.DataFrame) -> list[dict]:
+    return [group(v, d, rows, breakdown) for (v, d), rows in groups(summary)]

@@ -1,5 +1,8 @@
 """How well the probe predicts a cell's step, and whether the budget drops a runnable cell.
 
+Beside each two-point prediction it prints the error of the rule it replaced (the smaller
+probe batch's step scaled linearly to the cell's batch), from the same probe.
+
 For the seed convnet on this machine, at one image size: the probe (train.probe_batch_sizes)
 runs once per policy, then every batch size is both predicted (train/budget.py) and measured
 for real (one repeat through the input pipeline, train/cell.py). Printed side by side: the
@@ -56,9 +59,13 @@ def measure(policy: str, batch_sizes: list[int], prepared: dict, args) -> list[d
         result = run_repeat(run, prepared, 0)
         measured = statistics.median(result["step_s"]) if result.get("step_s") else None
         predicted = verdict.get("predicted_step_s")
+        # The rule before two-point probes: the smaller batch's step, scaled linearly.
+        small = probe["points"][0]
+        one_point = small["step_s"] * batch_size / small["batch_size"]
         rows.append({
             "policy": policy, "batch_size": batch_size, "predicted_s": predicted,
             "measured_s": measured, "error": predicted / measured - 1 if measured else None,
+            "one_point_error": one_point / measured - 1 if measured else None,
             "budget_verdict": verdict.get("outcome", "runs"), "outcome": result["outcome"],
             "probe_s": probe_s, "probe": probe["points"],
         })  # fmt: skip
@@ -77,10 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     WORK.mkdir(parents=True, exist_ok=True)
     prepared = prepared_cache(args.image_size)
     rows = [r for p in args.policies for r in measure(p, args.batch_sizes, prepared, args)]
-    print(f"\n{'policy':15} {'batch':>5} {'predicted':>10} {'measured':>9} {'error':>7}  verdict")
+    print(f"\n{'policy':15} {'batch':>5} {'predicted':>10} {'measured':>9} {'error':>7} "
+          f"{'one-point':>10}  verdict")  # fmt: skip
     for r in rows:
         figures = f"{r['predicted_s']:9.3f}s {r['measured_s']:8.3f}s {100 * r['error']:+6.0f}%"
-        print(f"{r['policy']:15} {r['batch_size']:5d} {figures}  {r['budget_verdict']}")
+        old = f"{100 * r['one_point_error']:+9.0f}%"
+        print(f"{r['policy']:15} {r['batch_size']:5d} {figures} {old}  {r['budget_verdict']}")
     errors = [abs(r["error"]) for r in rows if r["error"] is not None]
     dropped = [r for r in rows if r["budget_verdict"] == "over_budget"
                and r["measured_s"] is not None and r["measured_s"] < 0.8 * args.limit]  # fmt: skip

@@ -47,7 +47,7 @@ def run_cell(repeats: int, args, prepared: Path, tracking: Path, tag: str) -> di
     from mptbench.config import Cell, compose_config, run_config
 
     overrides = [f"dataset.image_size={args.image_size}", f"train.repeats={repeats}",
-                 "train.epochs=1", "train.steps_per_epoch=null", "train.warmup_steps=3",
+                 "train.epochs=50", "train.steps_per_epoch=null", "train.warmup_steps=3",
                  "train.timed_steps=100", "train.min_timed_steps=10", "train.precision=0.02",
                  "train.time_budget_s=60", "train.validate=false", "train.synthetic_twin=false",
                  "train.max_step_seconds=null", "tracking.system_metrics=false"]  # fmt: skip

@@ -29,8 +29,10 @@ def test_default_is_the_published_experiment():
     )
     assert list(cfg["policy"]) == ["float32", "mixed_float16", "mixed_bfloat16"]
     assert cfg["sweep"]["batch_sizes"] == [32, 64, 128, 256, 512]
-    assert [c["filters"] for c in cfg["model"]["conv_layers"]] == [32, 64, 128]
-    assert [c["kernel_size"] for c in cfg["model"]["conv_layers"]] == [5, 7, 11]
+    assert list(cfg["model"]) == ["seed_convnet"]
+    convnet = cfg["model"]["seed_convnet"]
+    assert [c["filters"] for c in convnet["conv_layers"]] == [32, 64, 128]
+    assert [c["kernel_size"] for c in convnet["conv_layers"]] == [5, 7, 11]
 
 
 def test_default_grid_covers_every_device_policy_and_batch_size():
@@ -38,13 +40,14 @@ def test_default_grid_covers_every_device_policy_and_batch_size():
     cells = grid(cfg, expand_devices(cfg, gpus=["NVIDIA H200", "Tesla V100"]))
     assert len(cells) == 3 * 3 * 5
     assert {c.device for c in cells} == {"cpu", "gpu0", "gpu1"}
-    assert Cell("pypi", "gpu1", "mixed_bfloat16", 512) in cells
+    assert Cell("seed_convnet", "pypi", "gpu1", "mixed_bfloat16", 512) in cells
 
 
 def test_smoke_experiment_is_small_and_offline():
     cfg = compose_config(CONF, "smoke")
     cells = grid(cfg, expand_devices(cfg, gpus=[]))
-    assert len(cells) == 4
+    assert len(cells) == 8  # 2 models x 2 policies x 2 batch sizes
+    assert {c.model for c in cells} == {"seed_convnet", "mobilenet_v2"}
     assert {c.policy for c in cells} == {"float32", "mixed_float16"}
     assert {c.device for c in cells} == {"cpu"}
     assert not cfg["dataset"]["url"].startswith("http")
@@ -132,8 +135,9 @@ def test_absent_gpu_is_rejected_unless_check_disabled():
 
 def test_run_config_holds_only_its_own_cell():
     cfg = compose_config(CONF)
-    run = run_config(cfg, Cell("pypi", "cpu", "mixed_float16", 64))
+    run = run_config(cfg, Cell("seed_convnet", "pypi", "cpu", "mixed_float16", 64))
     assert run["cell"] == {
+        "model": "seed_convnet",
         "variant": "pypi",
         "device": "cpu",
         "policy": "mixed_float16",
@@ -149,21 +153,21 @@ def test_run_config_holds_only_its_own_cell():
     assert "sweep" not in run
     # Adding a batch size to the sweep leaves existing cells' settings unchanged.
     wider = compose_config(CONF, None, ["sweep.batch_sizes=[32,64,1024]"])
-    assert run_config(wider, Cell("pypi", "cpu", "mixed_float16", 64)) == run
+    assert run_config(wider, Cell("seed_convnet", "pypi", "cpu", "mixed_float16", 64)) == run
 
 
 @pytest.mark.parametrize(
     ("experiment", "model", "dataset", "epochs"),
     [
-        ("seed_blog", "seed_convnet", "imagenette2-320", 20),
-        ("cifar_notebook", "cifar_mlp", "cifar10", 50),
+        ("seed_blog", ["seed_convnet"], "imagenette2-320", 20),
+        ("cifar_notebook", ["cifar_mlp"], "cifar10", 50),
     ],
 )
 def test_published_experiments_carry_their_model_dataset_and_epochs(
     experiment, model, dataset, epochs
 ):
     cfg = compose_config(CONF, experiment)
-    assert (cfg["model"]["name"], cfg["dataset"]["name"], cfg["train"]["epochs"]) == (
+    assert (list(cfg["model"]), cfg["dataset"]["name"], cfg["train"]["epochs"]) == (
         model,
         dataset,
         epochs,

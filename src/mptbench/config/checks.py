@@ -9,7 +9,8 @@ from mptbench.policies import Policy
 
 
 def check(cfg: dict[str, Any]) -> None:
-    _model(cfg["model"])
+    for name, model in cfg["model"].items():
+        _model(name, model)
     _dataset(cfg["dataset"])
     _train(cfg["train"])
     for name, facts in cfg["policy"].items():
@@ -18,14 +19,43 @@ def check(cfg: dict[str, Any]) -> None:
             raise ConfigError(f"policy.{name}: {problem}")
 
 
-def _model(model: dict[str, Any]) -> None:
-    if not model["conv_layers"] and not model["dense_layers"]:
-        raise ConfigError(f"model {model['name']!r}: no conv_layers and no dense_layers")
+def _model(name: str, model: dict[str, Any]) -> None:
+    """What each kind of model needs (train/networks.py builds them)."""
+    kind = model["kind"]
+    if kind != "python" and not model.get("output_activation"):
+        raise ConfigError(f"model.{name}.output_activation: missing (softmax or sigmoid)")
+    if kind == "layers" and not (model.get("conv_layers") or model.get("dense_layers")):
+        raise ConfigError(f"model.{name}: no conv_layers and no dense_layers")
+    if kind == "application" and not model.get("application"):
+        raise ConfigError(f"model.{name}: kind application needs model.{name}.application")
+    if kind == "python" and not model.get("builder"):
+        raise ConfigError(
+            f"model.{name}.builder: not set; name your function, e.g. "
+            f"model.{name}.builder=mymodels:small_cnn"
+        )
 
 
 def _dataset(dataset: dict[str, Any]) -> None:
+    if dataset["builder"] == "image_folder":
+        _image_folder(dataset)
+        return
+    if not dataset["url"]:
+        raise ConfigError("dataset.url: empty; give an http(s) URL or a local path")
     if dataset["sha256"] is None and not dataset["sha256_url"]:
         raise ConfigError("dataset.sha256: no checksum pinned and no sha256_url to fetch one from")
+
+
+def _image_folder(dataset: dict[str, Any]) -> None:
+    """The folder exists and has classes with images (its images are read at prepare)."""
+    from mptbench.data.builder import DatasetError
+    from mptbench.data.image_folder import class_names
+
+    if not dataset.get("path"):
+        raise ConfigError("dataset.path: not set; give the folder of class folders of images")
+    try:
+        class_names(dataset["path"])
+    except DatasetError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _train(train: dict[str, Any]) -> None:

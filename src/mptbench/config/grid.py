@@ -13,6 +13,7 @@ from mptbench.devices import Device, every_device, visible_gpus
 class Cell:
     """One grid cell: one training run. Its fields are the grid's axes, in path order."""
 
+    model: str
     variant: str
     device: str
     policy: str
@@ -23,7 +24,7 @@ class Cell:
 
     @property
     def label(self) -> str:
-        return f"{self.variant}/{self.device}/{self.policy}/bs{self.batch_size}"
+        return f"{self.model}/{self.variant}/{self.device}/{self.policy}/bs{self.batch_size}"
 
 
 AXES = tuple(Cell.__dataclass_fields__)
@@ -51,7 +52,8 @@ def expand_devices(cfg: dict[str, Any], gpus: list[str] | None = None) -> list[s
 
 def grid(cfg: dict[str, Any], devices: list[str]) -> list[Cell]:
     return [
-        Cell(variant, device, policy, batch_size)
+        Cell(model, variant, device, policy, batch_size)
+        for model in cfg["model"]
         for variant in cfg["variant"]
         for device in devices
         for policy in cfg["policy"]
@@ -65,8 +67,11 @@ def run_config(cfg: dict[str, Any], cell: Cell) -> dict[str, Any]:
     Other cells' values stay out, so adding a batch size does not invalidate finished runs.
     """
     device = Device(cell.device)
-    run = {k: v for k, v in cfg.items() if k not in ("sweep", "policy", "variant", "device")}
+    run = {
+        k: v for k, v in cfg.items() if k not in ("sweep", "policy", "variant", "device", "model")
+    }
     run["cell"] = asdict(cell)
+    run["model"] = {"name": cell.model, **cfg["model"][cell.model]}
     run["policy"] = {"name": cell.policy, **cfg["policy"][cell.policy]}
     run["variant"] = {"name": cell.variant, **cfg["variant"][cell.variant]}
     run["device"] = {"name": cell.device, "kind": device.kind, **device.settings(cfg["device"])}

@@ -11,16 +11,21 @@ from typing import Any
 
 RESULTS = "results/{experiment}"
 # One path per run; its wildcards spell the grid cell. The aggregate step reads these.
-RUN_RECORD = RESULTS + "/runs/{variant}/{device}/{policy}/bs{batch_size}.json"
-RUN_LOG = RESULTS + "/logs/train/{variant}/{device}/{policy}/bs{batch_size}.log"
+CELL = "{model}/{variant}/{device}/{policy}/bs{batch_size}"
+RUN_RECORD = RESULTS + "/runs/" + CELL + ".json"
+RUN_LOG = RESULTS + "/logs/train/" + CELL + ".log"
 # The raw op-level profile of a cell (TensorBoard/XProf: logdir/plugins/profile/...).
-PROFILE = RESULTS + "/profiles/{variant}/{device}/{policy}/bs{batch_size}"
-PROBE = RESULTS + "/probes/{variant}/{device}/{policy}.json"
-PROBE_LOG = RESULTS + "/logs/probe/{variant}/{device}/{policy}.log"
+PROFILE = RESULTS + "/profiles/" + CELL
+PROBE = RESULTS + "/probes/{model}/{variant}/{device}/{policy}.json"
+PROBE_LOG = RESULTS + "/logs/probe/{model}/{variant}/{device}/{policy}.log"
+# What a model is (it builds; its parameters and FLOPs), once per model and image size.
+MODEL_INFO = RESULTS + "/models/{model}.json"
+MODEL_INFO_LOG = RESULTS + "/logs/model_info/{model}.log"
 TRACKING = RESULTS + "/mlflow_experiment.json"
 REPORT_DIR = RESULTS + "/report"
 # The report: summary.csv, breakdown.csv (one row per profiled cell and op class), index.html
-# and the published plot at its top; the rest per variant and device, in <variant>/<device>/.
+# and the published plot at its top; the rest per model, variant and device, in
+# <model>/<variant>/<device>/.
 SUMMARY_CSV = "summary.csv"
 BREAKDOWN_CSV = "breakdown.csv"
 INDEX_HTML = "index.html"
@@ -31,9 +36,9 @@ GROUP_DIAGNOSIS = "diagnosis.html"
 GROUP_FILES = (*GROUP_PLOTS, GROUP_TABLE, GROUP_DIAGNOSIS)
 
 
-def group_file(variant: str, device: str, name: str) -> str:
+def group_file(model: str, variant: str, device: str, name: str) -> str:
     """A per-group report file, relative to the report folder."""
-    return f"{variant}/{device}/{name}"
+    return f"{model}/{variant}/{device}/{name}"
 
 
 # A calibration is kept per variant, device and the settings it was measured with, so
@@ -56,6 +61,13 @@ def dataset_key(dataset: dict[str, Any]) -> str:
 def prepared(dataset: dict[str, Any]) -> str:
     """The prepare rule's output: what the train jobs need to read the cache."""
     return f"{TFDS}/{dataset_key(dataset)}.json"
+
+
+def archive_path(dataset: dict[str, Any]) -> str:
+    """What the prepare rule reads: the verified download, or the user's folder of images."""
+    if dataset["builder"] == "image_folder":
+        return str(dataset["path"])
+    return DOWNLOAD.format(archive=archive_name(dataset))
 
 
 def archive_name(dataset: dict[str, Any]) -> str:

@@ -1,29 +1,44 @@
-"""FLOPs of a training step, counted from the model's layers."""
+"""FLOPs counted by the framework (TensorFlow's profiler on the traced step), against counts
+people know: the seed convnet by hand, ResNet-50 as commonly quoted."""
 
 from pathlib import Path
 
 import pytest
 
 from mptbench.config import compose_config
-from mptbench.measure.flops import (
-    forward_flops_by_kind,
-    forward_flops_per_example,
-    training_flops_per_step,
-)
-from mptbench.policies import Policy
-from mptbench.train.models import build_model
+from mptbench.measure.flops import kind_of
+from mptbench.measure.model_info import describe
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
+pytestmark = pytest.mark.slow
 
 
-@pytest.mark.slow
-def test_flops_of_the_seed_convnet_match_a_hand_count():
-    cfg = compose_config(CONF)
-    model = build_model(cfg["model"], (256, 256, 3), 10, Policy("float32", "float32"))
+def _model(name: str) -> dict:
+    return {"name": name, **compose_config(CONF, None, [f"model=[{name}]"])["model"][name]}
+
+
+def test_the_seed_convnets_training_step_matches_the_hand_count():
+    info = describe(_model("seed_convnet"), 256, 10, one_hot=False)
     conv1 = 2 * 128 * 128 * 5 * 5 * 3 * 32
     conv2 = 2 * 64 * 64 * 7 * 7 * 32 * 64
     conv3 = 2 * 32 * 32 * 11 * 11 * 64 * 128
     dense = 2 * 128 * 10
-    assert forward_flops_per_example(model) == conv1 + conv2 + conv3 + dense
-    assert forward_flops_by_kind(model) == {"conv": conv1 + conv2 + conv3, "matmul": dense}
-    assert training_flops_per_step(model, 32) == 3 * 32 * (conv1 + conv2 + conv3 + dense)
+    hand = 3 * (conv1 + conv2 + conv3 + dense)  # a training step as three forward passes
+    assert hand == pytest.approx(8.79e9, rel=1e-3)
+    counted = info["training_flops_per_example"]
+    assert counted["conv"] + counted["matmul"] == pytest.approx(hand, rel=0.02)
+    forward = info["forward_flops_per_example"]
+    assert forward["conv"] + forward["matmul"] == pytest.approx(conv1 + conv2 + conv3 + dense)
+    assert info["parameters"] > 0 and "TensorFlow" in info["flops_counted_by"]
+
+
+def test_resnet50s_forward_pass_is_in_the_quoted_range():
+    info = describe(_model("resnet50"), 224, 10, one_hot=False)
+    forward = sum(info["forward_flops_per_example"].values())
+    assert 7.6e9 <= forward <= 8.4e9  # 3.8-4.2 GMAC per 224 px image
+    assert info["parameters"] == pytest.approx(23.6e6, rel=0.02)  # ResNet-50's, 10 classes
+
+
+def test_op_kinds():
+    assert kind_of("conv_backward_filter") == "conv" and kind_of("matmul") == "matmul"
+    assert kind_of("batch_norm") == "other"

@@ -20,7 +20,9 @@ def _profiled(tmp_path, policy_name: str, steps: int = 3):
 
     cfg = compose_config(CONF, None, [f"policy=[{policy_name}]"])
     policy = Policy.of(policy_name, cfg["policy"][policy_name])
-    model = build_model(cfg["model"], (32, 32, 3), 10, policy)
+    model = build_model(
+        {"name": "seed_convnet", **cfg["model"]["seed_convnet"]}, (32, 32, 3), 10, policy
+    )
     x, y = tf.random.uniform((8, 32, 32, 3)), tf.zeros((8,), tf.int64)
     data = tf.data.Dataset.from_tensors((x, y)).repeat()
     model.fit(data, epochs=1, steps_per_epoch=2, verbose=0)  # traced and warm

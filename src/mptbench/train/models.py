@@ -1,38 +1,12 @@
-"""The published models, built under a dtype policy (final activation kept in float32)."""
+"""A cell's model: its network (train/networks.py) under the dtype policy, compiled with the
+model's optimizer and loss."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from mptbench.policies import Policy
-
-
-def _layers(keras, model_cfg: dict[str, Any], input_shape, num_classes: int) -> list:
-    layers = [keras.Input(shape=input_shape)]
-    for conv in model_cfg.get("conv_layers") or []:
-        layers += [
-            keras.layers.Conv2D(
-                conv["filters"],
-                conv["kernel_size"],
-                strides=conv["strides"],
-                padding="same",
-                activation="relu",
-            ),
-            keras.layers.BatchNormalization(),
-        ]
-    if model_cfg.get("conv_layers"):
-        layers.append(keras.layers.GlobalAveragePooling2D())
-    else:
-        layers.append(keras.layers.Flatten())
-    for units in model_cfg.get("dense_layers") or []:
-        layers.append(keras.layers.Dense(units, activation="relu"))
-    layers += [
-        keras.layers.Dense(num_classes),
-        # The output activation in float32: float16 probabilities near 0 and 1 lose the
-        # precision the loss needs (all three published models do this).
-        keras.layers.Activation(model_cfg["output_activation"], dtype="float32"),
-    ]
-    return layers
+from mptbench.train.networks import make_network
 
 
 def _optimizer(keras, model_cfg: dict[str, Any], policy: Policy):
@@ -60,9 +34,7 @@ def build_model(
     import keras
 
     keras.mixed_precision.set_global_policy(policy.keras_name)
-    model = keras.Sequential(
-        _layers(keras, model_cfg, input_shape, num_classes), name=model_cfg["name"]
-    )
+    model = make_network(model_cfg, input_shape, num_classes, policy.keras_name)
     model.compile(
         optimizer=_optimizer(keras, model_cfg, policy),
         loss=model_cfg["loss"],

@@ -20,23 +20,27 @@ rule make_fixture:
         "../scripts/make_fixture.py"
 
 
-rule download:
-    input:
-        local_inputs(DATASET["url"], DATASET["sha256_url"]),
-    output:
-        archive=ARCHIVE,
-    log:
-        f"resources/logs/download/{Path(ARCHIVE).name}.log",
-    retries: 1
-    localrule: True
-    conda:
-        "../../envs/mptbench.yaml"
-    params:
-        url=DATASET["url"],
-        sha256=DATASET["sha256"] or "",
-        sha256_url=DATASET["sha256_url"] or "",
-    script:
-        "../scripts/download.py"
+# A folder of the user's own images is read where it is: nothing to download, and no rule may
+# claim to make (and so on failure remove) the user's folder.
+if DATASET["builder"] != "image_folder":
+
+    rule download:
+        input:
+            local_inputs(DATASET["url"], DATASET["sha256_url"]),
+        output:
+            archive=ARCHIVE,
+        log:
+            f"resources/logs/download/{Path(ARCHIVE).name}.log",
+        retries: 1
+        localrule: True
+        conda:
+            "../../envs/mptbench.yaml"
+        params:
+            url=DATASET["url"],
+            sha256=DATASET["sha256"] or "",
+            sha256_url=DATASET["sha256_url"] or "",
+        script:
+            "../scripts/download.py"
 
 
 rule prepare:
@@ -57,7 +61,7 @@ rule prepare:
         image_size=DATASET["image_size"],
         builder=DATASET["builder"],
         data_dir=output_dir,
-        url=DATASET["url"],
+        url=DATASET["url"] or DATASET.get("path"),
     script:
         "../scripts/prepare.py"
 

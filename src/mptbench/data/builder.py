@@ -18,7 +18,11 @@ from typing import Any
 
 # Each kind's module defines SPEC; the prepared cache names its builder (e.g.
 # "mptbench_imagenette"), so both names lead to the same kind.
-KINDS = {"imagenette": "mptbench.data.imagenette", "cifar10": "mptbench.data.cifar10"}
+KINDS = {
+    "imagenette": "mptbench.data.imagenette",
+    "cifar10": "mptbench.data.cifar10",
+    "image_folder": "mptbench.data.image_folder",
+}
 
 
 class DatasetError(RuntimeError):
@@ -31,11 +35,18 @@ class DatasetSpec:
     version: str
     release_notes: str
     homepage: str
-    class_names: tuple[str, ...]
+    # The classes; None where the source says (classes_of(source) finds them).
+    class_names: tuple[str, ...] | None
     encoding: str  # how the cache stores images: "jpeg" or "png"
     splits: dict[str, Any]  # tfds split -> what `examples` needs to find it in the archive
-    # examples(config, members, split_source) -> (key, {"image", "label", "file_name"}) pairs
-    examples: Callable[[Any, Iterator, Any], Iterator]
+    # examples(config, members, split_source) -> (key, {"image", "label", "file_name"}) pairs;
+    # members are the archive's, or None for a source that is a folder (from_archive False).
+    examples: Callable[[Any, Iterator | None, Any], Iterator]
+    from_archive: bool = True
+    classes_of: Callable[[str], tuple[str, ...]] | None = None
+
+    def classes(self, source) -> tuple[str, ...]:
+        return self.class_names or tuple(self.classes_of(str(source)))
 
     @property
     def builder_name(self) -> str:
@@ -73,6 +84,7 @@ def _builder_class(kind: str):
         archive: str = ""
         image_size: int = 256
         threads: int = 1
+        class_names: tuple = ()
 
     class ArchiveBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         VERSION = tfds.core.Version(spec.version)
@@ -85,7 +97,7 @@ def _builder_class(kind: str):
             image = tfds.features.Image(shape=(size, size, 3), encoding_format=spec.encoding)
             features = {
                 "image": image,
-                "label": tfds.features.ClassLabel(names=list(spec.class_names)),
+                "label": tfds.features.ClassLabel(names=list(self.builder_config.class_names)),
                 "file_name": tfds.features.Text(),
             }
             return self.dataset_info_from_configs(
@@ -96,8 +108,12 @@ def _builder_class(kind: str):
 
         def _split_generators(self, dl_manager):
             archive = self.builder_config.archive
+
+            def members():
+                return dl_manager.iter_archive(archive) if spec.from_archive else None
+
             return {
-                split: self._generate_examples(dl_manager.iter_archive(archive), source)
+                split: self._generate_examples(members(), source)
                 for split, source in spec.splits.items()
             }
 
@@ -107,14 +123,19 @@ def _builder_class(kind: str):
     return ArchiveConfig, ArchiveBuilder
 
 
-def builder_for(kind: str, archive, dataset_name: str, image_size: int, data_dir, threads=None):
-    """A tfds builder of this kind for one dataset name and image size."""
-    config_cls, builder_cls = _builder_class(spec_of(kind).kind)
+def builder_for(
+    kind: str, archive, dataset_name: str, image_size: int, data_dir, threads=None, classes=()
+):
+    """A tfds builder of this kind for one dataset name and image size (and, for a source
+    that names its own classes, those classes)."""
+    spec = spec_of(kind)
+    config_cls, builder_cls = _builder_class(spec.kind)
     config = config_cls(
         name=config_name(dataset_name, image_size),
         description=f"{dataset_name} at {image_size}x{image_size}",
         archive=str(archive),
         image_size=image_size,
         threads=threads or os.cpu_count() or 1,
+        class_names=tuple(spec.class_names or classes),
     )
     return builder_cls(config=config, data_dir=str(data_dir))

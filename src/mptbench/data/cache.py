@@ -38,7 +38,8 @@ def prepare(
     `source` is where the archive came from (its URL), recorded with the cache's digest."""
     tfds = tfds_offline()
     started = time.monotonic()
-    b = builder_for(kind, archive, dataset_name, image_size, data_dir, threads)
+    classes = spec_of(kind).classes(archive)
+    b = builder_for(kind, archive, dataset_name, image_size, data_dir, threads, classes)
     log(f"preparing {b.name}/{b.builder_config.name}/{b.version} in {data_dir}")
     b.download_and_prepare(
         download_config=tfds.download.DownloadConfig(
@@ -62,7 +63,7 @@ def prepare(
         "config": b.builder_config.name,
         "version": str(b.version),
         "splits": counts,
-        "classes": list(spec_of(kind).class_names),
+        "classes": list(classes),
         "seconds": round(elapsed, 2),
         "source": source or str(archive),
         "digest": digest(b.data_dir),
@@ -72,5 +73,8 @@ def prepare(
 def load(info: dict, split: str):
     """The prepared split as a tf.data.Dataset of (uint8 image, label); reads only the cache,
     so the builder needs no archive."""
-    b = builder_for(info["builder"], "", info["dataset"], info["image_size"], info["data_dir"])
+    b = builder_for(
+        info["builder"], "", info["dataset"], info["image_size"], info["data_dir"],
+        classes=info["classes"],
+    )  # fmt: skip
     return b, b.as_dataset(split=split, as_supervised=True, shuffle_files=False)

@@ -41,9 +41,12 @@ class Field:
 F = Field
 FIELDS: tuple[Field, ...] = (
     F("experiment", str),
-    F("model", str),
+    F("model", str, runs_table=True),
     F("dataset", str),
     F("image_size", int),
+    F("parameters", int, metric=True, doc="the model's, from the model_info rule"),
+    F("builder", str, doc="a python model's package.module:function"),
+    F("builder_sha256", str, doc="the sha256 of the builder's source file"),
     F("variant", str, runs_table=True),
     F("device", str, runs_table=True),
     F("device_name", str, None, doc="GPU name or CPU model, from the fingerprint"),
@@ -79,6 +82,7 @@ FIELDS: tuple[Field, ...] = (
     F("flops_per_step", float, metric=True),
     F("conv_flops_per_step", float, metric=True),
     F("matmul_flops_per_step", float, metric=True),
+    F("other_flops_per_step", float, metric=True, doc="elementwise and the rest: not in MFU"),
     F("achieved_tflops", float, metric=True, doc="end to end"),
     F("achieved_tflops_compute", float, metric=True, doc="on the synthetic twin"),
     F("peak_tflops", float, None, doc="calibrated, FLOP-weighted over conv and matmul"),

@@ -10,12 +10,13 @@ from __future__ import annotations
 import pandas as pd
 
 from mptbench.measure.opclasses import CLASSES, NAMES
+from mptbench.report.summary import GROUP_KEYS
 from mptbench.report.tables import fmt_ms
 from mptbench.report.thresholds import BREAKDOWN_CHANGE, BREAKDOWN_NOTABLE
 from mptbench.report.wording import speedup_text
 
-COLUMNS = ["experiment", "variant", "device", "policy", "batch_size", "op_class", "name",
-           "ms_per_step", "share_of_step"]  # fmt: skip
+COLUMNS = ["experiment", "model", "variant", "device", "policy", "batch_size", "op_class",
+           "name", "ms_per_step", "share_of_step"]  # fmt: skip
 # The sentence speaks of convolutions as one; the table keeps their three classes apart.
 SENTENCE_GROUPS = {
     "convolutions": ("conv_forward", "conv_backward_input", "conv_backward_filter"),
@@ -34,7 +35,8 @@ def breakdown_table(records: list[dict]) -> pd.DataFrame:
         for cls, name in CLASSES:
             ms = classes.get(cls, 0.0)
             rows.append({
-                "experiment": record.get("experiment"), "variant": record.get("variant"),
+                "experiment": record.get("experiment"), "model": record.get("model"),
+                "variant": record.get("variant"),
                 "device": record["device"], "policy": record["policy"],
                 "batch_size": record["batch_size"], "op_class": cls, "name": name,
                 "ms_per_step": ms, "share_of_step": ms / step if step else None,
@@ -95,26 +97,29 @@ def _comparison(base: pd.DataFrame, mine: pd.DataFrame) -> dict:
     return {"rows": rows, "float32_total": float(b.sum()), "policy_total": float(m.sum())}
 
 
-def _summary_row(summary: pd.DataFrame, variant, device, policy, batch_size):
-    keys = {"variant": variant, "device": device, "policy": policy, "batch_size": batch_size}
+def _summary_row(summary: pd.DataFrame, group: tuple, policy, batch_size):
+    keys = dict(zip(GROUP_KEYS, group, strict=True))
+    keys |= {"policy": policy, "batch_size": batch_size}
     hit = summary[pd.concat([summary[k] == v for k, v in keys.items()], axis=1).all(axis=1)]
     return hit.iloc[0] if not hit.empty else None
 
 
 def explain(table: pd.DataFrame, summary: pd.DataFrame) -> list[dict]:
-    """Per variant, device, batch size and mixed policy: the class-by-class comparison with
+    """Per group, batch size and mixed policy: the class-by-class comparison with
     float32 and its sentence."""
     out = []
-    for (variant, device, batch_size), cells in table.groupby(["variant", "device", "batch_size"]):
+    for (*group, batch_size), cells in table.groupby([*GROUP_KEYS, "batch_size"]):
         base = cells[cells["policy"] == "float32"]
         if base.empty:
             continue
         step_ms = float(base["ms_per_step"].sum())
         for policy in [p for p in cells["policy"].unique() if p != "float32"]:
             mine = cells[cells["policy"] == policy]
-            row = _summary_row(summary, variant, device, policy, batch_size)
+            row = _summary_row(summary, tuple(group), policy, batch_size)
+            model, variant, device = group
             out.append({
-                "variant": variant, "device": device, "batch_size": int(batch_size),
+                "model": model, "variant": variant, "device": device,
+                "batch_size": int(batch_size),
                 "policy": policy, "comparison": _comparison(base, mine),
                 "sentence": sentence(policy, _group_ms(base), _group_ms(mine), step_ms, row),
             })  # fmt: skip
@@ -122,11 +127,12 @@ def explain(table: pd.DataFrame, summary: pd.DataFrame) -> list[dict]:
 
 
 def not_profiled(summary: pd.DataFrame, table: pd.DataFrame) -> list[str]:
-    """The ok cells without a breakdown, as 'policy at batch N on variant · device'."""
-    profiled = set(table[["variant", "device", "policy", "batch_size"]].itertuples(index=False))
+    """The ok cells without a breakdown, as 'policy at batch N of model on variant · device'."""
+    keys = [*GROUP_KEYS, "policy", "batch_size"]
+    profiled = set(table[keys].itertuples(index=False))
     ok = summary[summary["outcome"] == "ok"]
     return [
-        f"{r.policy} at batch {int(r.batch_size)} on {r.variant} · {r.device}"
-        for r in ok.itertuples(index=False)
-        if (r.variant, r.device, r.policy, r.batch_size) not in profiled
+        f"{r.policy} at batch {int(r.batch_size)} of {r.model} on {r.variant} · {r.device}"
+        for r in ok[keys].itertuples(index=False)
+        if tuple(r) not in profiled
     ]

@@ -41,14 +41,14 @@ def speedup_words(row: pd.Series) -> str:
 
 
 def lines(summary: pd.DataFrame) -> list[str]:
-    """One line per (variant, device)."""
+    """One line per (model, variant, device)."""
     out = []
-    for (variant, device), rows in groups(summary):
+    for (model, variant, device), rows in groups(summary):
         top = best(rows)
         speedup = f"best {speedup_words(top)}" if top is not None else "no speedup measured"
         n = counts(rows)
         out.append(
-            f"{variant} · {device}: {speedup}; {n['ran']} of {len(rows)} cells ran, "
+            f"{model} on {variant} · {device}: {speedup}; {n['ran']} of {len(rows)} cells ran, "
             f"{n['over_budget']} over budget, {n['failed']} failed"
         )
     return out
@@ -58,8 +58,8 @@ def metrics_and_tags(summary: pd.DataFrame) -> tuple[dict[str, float], dict[str,
     """The headline as the sweep run's metrics (best speedup and interval per device, cell
     counts) and tags (which policy and batch size gave it)."""
     metrics, tags = {}, {}
-    for (variant, device), rows in groups(summary):
-        key = f"{variant}.{device}"
+    for (model, variant, device), rows in groups(summary):
+        key = f"{model}.{variant}.{device}"
         metrics |= {f"cells_{k}.{key}": v for k, v in counts(rows).items()}
         top = best(rows)
         if top is None:
@@ -94,5 +94,33 @@ def terminal_lines(
         f"--config experiment={experiment}",
         f"  MLflow: {browse}",
         *(f"  {line}" for line in lines(summary)),
+        *(f"  {line}" for line in models_compared(summary)),
         "",
     ]
+
+
+def _model_words(model: str, top: pd.Series) -> str:
+    verdict = top["speedup_verdict"] if isinstance(top["speedup_verdict"], str) else None
+    interval = ""
+    if pd.notna(top["speedup_ci_low"]):
+        interval = f" (95% interval {top['speedup_ci_low']:.2f}–{top['speedup_ci_high']:.2f})"
+    figure = f"{top['speedup_vs_float32']:.2f}×{interval}"
+    where = f"from {top['policy']} at batch {int(top['batch_size'])}"
+    if verdict == "no measurable difference":
+        return f"{model} showed no measurable difference {where}, {figure}"
+    verb = "gained" if verdict == "faster" or top["speedup_vs_float32"] > 1 else "ran at"
+    return f"{model} {verb} {figure} {where}"
+
+
+def models_compared(summary: pd.DataFrame) -> list[str]:
+    """Per variant and device with several models: each model's best speedup, side by side."""
+    out = []
+    for (variant, device), rows in summary.groupby(["variant", "device"], sort=True):
+        parts = [
+            _model_words(model, top)
+            for model, mine in rows.groupby("model", sort=True)
+            if (top := best(mine)) is not None
+        ]
+        if len(parts) >= 2:
+            out.append(f"On {variant} · {device}: " + "; ".join(parts) + ".")
+    return out

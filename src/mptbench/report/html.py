@@ -6,6 +6,7 @@ import pandas as pd
 
 from mptbench.config.layout import GROUP_DIAGNOSIS, GROUP_TABLE, PUBLISHED_PLOT, group_file
 from mptbench.report import sections
+from mptbench.report.headline import models_compared
 from mptbench.report.variants import variants_section
 
 CSS = """
@@ -29,18 +30,18 @@ nav ul { display: flex; flex-wrap: wrap; gap: .3rem 1.2rem; padding-left: 1rem; 
 """
 
 HOW_TO_READ = (
-    "Each table is one TensorFlow variant on one device. Rows are batch sizes; for each dtype "
-    "policy a cell gives the median milliseconds per training step (smaller is faster) with its "
-    "95% confidence interval beneath it: each cell is timed in train.repeats separate "
-    "processes until its median is known to train.precision, and the interval (a bootstrap over "
-    "processes, then over steps) covers the variation between processes as well as within one. "
-    "\"Speedup vs float32\" is float32's ms/step divided by the policy's at the same batch size, "
-    "with its own interval: faster or slower only where the whole interval is above or below 1, "
-    'otherwise "no measurable difference". A cell without a timing says why: OOM (out of memory, '
-    "on evidence), killed (killed from outside), over budget (a step is, or is clearly predicted "
-    "to be, slower than train.max_step_seconds), NaN/Inf (the loss became non-finite) or "
-    "unsupported (no kernel for the policy on this device); hover over it for the recorded "
-    "reason. The published (2020) numbers follow for comparison."
+    "Each table is one model with one TensorFlow variant on one device. Rows are batch sizes; "
+    "for each dtype policy a cell gives the median milliseconds per training step (smaller is "
+    "faster) with its 95% confidence interval beneath it: each cell is timed in train.repeats "
+    "separate processes until its median is known to train.precision, and the interval (a "
+    "bootstrap over processes, then over steps) covers the variation between processes as well "
+    "as within one. \"Speedup vs float32\" is float32's ms/step divided by the policy's at the "
+    "same batch size, with its own interval: faster or slower only where the whole interval is "
+    'above or below 1, otherwise "no measurable difference". A cell without a timing says why: '
+    "OOM (out of memory, on evidence), killed (killed from outside), over budget (a step is, or"
+    " is clearly predicted to be, slower than train.max_step_seconds), NaN/Inf (the loss became"
+    " non-finite) or unsupported (no kernel for the policy on this device); hover over it for "
+    "the recorded reason. The published (2020) numbers follow for comparison."
 )
 
 
@@ -78,6 +79,7 @@ def render_html(
             css=markupsafe.Markup(CSS),  # our own constant, not data
             meta=meta,
             how_to_read=HOW_TO_READ,
+            models_compared=models_compared(summary),
             groups=sections.all_groups(summary, breakdown),
             variants=variants_section(summary),
             accuracy=sections.accuracy(summary),
@@ -103,11 +105,11 @@ def _csv_table(table: dict) -> str:
 
 
 def render_group_files(summary: pd.DataFrame, breakdown: pd.DataFrame) -> dict[str, bytes]:
-    """Per (variant, device): its policy table as CSV and its diagnosis as a small page."""
+    """Per (model, variant, device): its policy table as CSV and its diagnosis as a page."""
     files = {}
     for g in sections.all_groups(summary, breakdown):
-        variant, device = g["variant"], g["device"]
-        files[group_file(variant, device, GROUP_TABLE)] = _csv_table(g["table"]).encode()
+        key = (g["model"], g["variant"], g["device"])
+        files[group_file(*key, GROUP_TABLE)] = _csv_table(g["table"]).encode()
         page = _env().get_template("diagnosis.html.j2").render(group=g)
-        files[group_file(variant, device, GROUP_DIAGNOSIS)] = page.encode()
+        files[group_file(*key, GROUP_DIAGNOSIS)] = page.encode()
     return files

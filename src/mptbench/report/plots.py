@@ -16,7 +16,7 @@ from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
 from mptbench.config.layout import PUBLISHED_PLOT, group_file  # noqa: E402
 from mptbench.measure.opclasses import CLASSES  # noqa: E402
-from mptbench.report.summary import groups, policies  # noqa: E402
+from mptbench.report.summary import GROUP_KEYS, groups, policies  # noqa: E402
 from mptbench.train.outcomes import WORDS  # noqa: E402
 
 POLICY_COLOR = {"float32": "C0", "mixed_float16": "C1", "mixed_bfloat16": "C2"}
@@ -208,20 +208,21 @@ def breakdown_figure(cells: pd.DataFrame, title: str) -> bytes:
 def render_plots(
     summary: pd.DataFrame, published: pd.DataFrame, short_name, breakdown: pd.DataFrame
 ) -> dict[str, bytes]:
-    """PNG bytes by file name, relative to the report folder: per (variant, device) its
+    """PNG bytes by file name, relative to the report folder: per (model, variant, device) its
     ms/step, speedup, TFLOP/s and breakdown plots; and the published devices' ms/step.
     `short_name(row)` names a device in a title."""
     plots = {}
-    for (variant, device), rows in groups(summary):
-        title = f"{variant} · {device}: {short_name(rows.iloc[0])}"
-        cells = breakdown[(breakdown["variant"] == variant) & (breakdown["device"] == device)]
+    for key, rows in groups(summary):
+        model, variant, device = key
+        title = f"{model}, {variant} · {device}: {short_name(rows.iloc[0])}"
+        cells = breakdown[(breakdown[GROUP_KEYS] == pd.Series(key, index=GROUP_KEYS)).all(axis=1)]
         figures = {
             "ms_per_step.png": ms_per_step_figure(rows, title),
             "speedup.png": speedup_figure(rows, published, title),
             "tflops.png": tflops_figure(rows, title),
             "breakdown.png": breakdown_figure(cells, f"{title}: ms per step by op class"),
         }
-        plots |= {group_file(variant, device, name): png for name, png in figures.items()}
+        plots |= {group_file(*key, name): png for name, png in figures.items()}
     theirs = [(str(device), rows) for device, rows in published.groupby("device", sort=False)]
     plots[PUBLISHED_PLOT] = _figure(theirs, "Published (2020)")
     return plots

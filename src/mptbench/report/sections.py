@@ -14,7 +14,7 @@ from mptbench.report.published import (
     PUBLISHED_CPU_S_PER_STEP,
     compare_with_published,
 )
-from mptbench.report.summary import groups, policies
+from mptbench.report.summary import GROUP_KEYS, groups, policies
 from mptbench.report.tables import cell, fmt_ms, plain_table, policy_table
 
 PLOT_ALT = {
@@ -42,7 +42,7 @@ def accuracy(summary: pd.DataFrame) -> dict | None:
     if acc.empty:
         return None
     table = acc.pivot_table(
-        index=["variant", "device", "batch_size"],
+        index=["model", "variant", "device", "batch_size"],
         columns="policy",
         values="final_val_accuracy",
         aggfunc="last",
@@ -124,15 +124,17 @@ def comparison_table(comparison: dict) -> dict:
     return {"head": head, "rows": rows}
 
 
-def group(variant: str, device: str, rows: pd.DataFrame, breakdown: pd.DataFrame) -> dict:
-    """One (variant, device): its table, plots, where its time went, and its diagnosis."""
-    mine = breakdown[(breakdown["variant"] == variant) & (breakdown["device"] == device)]
+def group(key: tuple, rows: pd.DataFrame, breakdown: pd.DataFrame) -> dict:
+    """One (model, variant, device): its table, plots, where its time went, its diagnosis."""
+    model, variant, device = key
+    mine = breakdown[(breakdown[GROUP_KEYS] == pd.Series(key, index=GROUP_KEYS)).all(axis=1)]
     return {
+        "model": model,
         "variant": variant,
         "device": device,
         "label": device_label(rows.iloc[0]),
         "table": policy_table(rows),
-        "plots": [{"src": group_file(variant, device, p), "alt": PLOT_ALT[p]} for p in GROUP_PLOTS],
+        "plots": [{"src": group_file(*key, p), "alt": PLOT_ALT[p]} for p in GROUP_PLOTS],
         "explained": [
             e | {"table": comparison_table(e["comparison"])} for e in explain(mine, rows)
         ],
@@ -142,4 +144,4 @@ def group(variant: str, device: str, rows: pd.DataFrame, breakdown: pd.DataFrame
 
 
 def all_groups(summary: pd.DataFrame, breakdown: pd.DataFrame) -> list[dict]:
-    return [group(v, d, rows, breakdown) for (v, d), rows in groups(summary)]
+    return [group(key, rows, breakdown) for key, rows in groups(summary)]

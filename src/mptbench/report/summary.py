@@ -14,7 +14,9 @@ from mptbench.policies import policy_of_record
 from mptbench.record import COLUMNS, FIELDS
 
 BASELINE = "float32"
-CELL_KEYS = ["variant", "device", "batch_size"]
+# A report group: one model with one TensorFlow variant on one device.
+GROUP_KEYS = ["model", "variant", "device"]
+CELL_KEYS = [*GROUP_KEYS, "batch_size"]
 
 
 def hardware(record: dict[str, Any]) -> dict[str, Any]:
@@ -116,7 +118,7 @@ def verdict(low: float, high: float) -> str:
 
 
 def _speedups(df: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
-    """Each policy's speedup over float32 at the same variant, device and batch size, end to
+    """Each policy's speedup over float32 in the same group and at the same batch size, end to
     end and compute only, with 95% intervals drawn from both cells' raw steps."""
     ok = (df["outcome"] == "ok") & (df["ms_per_step"] > 0)
     base = {
@@ -165,7 +167,8 @@ def add_speedup(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 def summarise(
     records: list[dict[str, Any]], calibrations: dict[tuple[str, str], dict] | None = None
 ) -> pd.DataFrame:
-    """One row per record, the columns of summary.csv, sorted by variant, device, policy, batch."""
+    """One row per record, the columns of summary.csv, sorted by model, variant, device, policy
+    and batch size."""
     df = pd.DataFrame([row_of(r, calibrations or {}) for r in records], columns=COLUMNS)
     for f in FIELDS:
         if f.numeric:
@@ -174,7 +177,7 @@ def summarise(
             df[f.name] = df[f.name].astype("Int64")
     df["speedup_verdict"] = df["speedup_verdict"].astype(object)
     df = _speedups(df, records)
-    df = df.sort_values(["variant", "device", "policy", "batch_size"], kind="stable")
+    df = df.sort_values([*GROUP_KEYS, "policy", "batch_size"], kind="stable")
     return df[COLUMNS].reset_index(drop=True)
 
 
@@ -184,9 +187,9 @@ def policies(rows: pd.DataFrame) -> list[str]:
     return policy_facts.order(dtypes)
 
 
-def groups(summary: pd.DataFrame) -> list[tuple[tuple[str, str], pd.DataFrame]]:
-    """Our runs per (variant, device), in the summary's order."""
-    return [(key, rows) for key, rows in summary.groupby(["variant", "device"], sort=True)]
+def groups(summary: pd.DataFrame) -> list[tuple[tuple[str, str, str], pd.DataFrame]]:
+    """Our runs per (model, variant, device), in the summary's order."""
+    return [(key, rows) for key, rows in summary.groupby(GROUP_KEYS, sort=True)]
 
 
 def speedup_range(rows: pd.DataFrame, policy: str) -> pd.Series:

@@ -1,7 +1,9 @@
 """The workflow as a user runs it: snakemake on the smoke experiment, lint, and dry runs."""
 
 import json
+import shutil
 import sqlite3
+from pathlib import Path
 
 import mlflow
 import pandas as pd
@@ -9,6 +11,7 @@ import pytest
 from workflow_helpers import active_runs, job_counts, snakemake
 
 pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -29,14 +32,22 @@ def test_a_finished_run_tells_where_the_report_is_and_its_headline(smoke_run):
         "mlflow ui --backend-store-uri sqlite:///results/mlflow.db, then open "
         "http://127.0.0.1:5000/#/experiments/1?workflowType=machine_learning"
     ) in output
-    assert "pypi · cpu: best mixed_float16 at batch " in output
+    assert "seed_convnet on pypi · cpu: best mixed_float16 at batch " in output
+    assert "mobilenet_v2 on pypi · cpu: best mixed_float16 at batch " in output
     assert "4 of 4 cells ran, 0 over budget, 0 failed" in output
+    # The two models' speedups side by side.
+    assert "On pypi · cpu: mobilenet_v2 " in output and "; seed_convnet " in output
 
 
 def test_smoke_run_reports_every_cell(smoke):
     summary = pd.read_csv(smoke / "results/smoke/report/summary.csv")
-    assert len(summary) == 4
+    assert len(summary) == 8
     assert set(summary["outcome"]) == {"ok"}
+    assert set(summary["model"]) == {"seed_convnet", "mobilenet_v2"}
+    # Counted per model: MobileNetV2 (2.3 M parameters) against the seed convnet (1.1 M).
+    per_model = summary.groupby("model")["parameters"].max()
+    assert per_model["mobilenet_v2"] > 2 * per_model["seed_convnet"] > 2e6
+    assert (summary["flops_per_step"] > 0).all()
     assert (summary["ms_per_step"] > 0).all()
     assert set(summary["policy"]) == {"float32", "mixed_float16"}
     assert set(summary["batch_size"]) == {4, 8}
@@ -50,6 +61,8 @@ def test_smoke_run_reports_every_cell(smoke):
     html = (smoke / "results/smoke/report/index.html").read_text()
     assert "<table" in html and ".png" in html
     assert "Tesla V100" in html  # the published numbers beside ours
+    assert html.count("<section id=") == 2  # one per model on this variant and device
+    assert '<p class="headline"><b>On pypi · cpu: mobilenet_v2 ' in html
     # Runs link to the MLflow UI that `mlflow ui` serves for this store.
     assert 'href="http://127.0.0.1:5000/#/experiments/' in html
 
@@ -59,10 +72,12 @@ def test_smoke_cells_are_profiled_and_their_op_classes_add_up(smoke):
     summary = pd.read_csv(report / "summary.csv")
     breakdown = pd.read_csv(report / "breakdown.csv")
     assert len(breakdown) == 12 * len(summary)  # every ok cell, every class
-    cells = breakdown.groupby(["policy", "batch_size"])
-    for (policy, batch_size), rows in cells:
+    cells = breakdown.groupby(["model", "policy", "batch_size"])
+    for (model, policy, batch_size), rows in cells:
         classes = rows.set_index("op_class")["ms_per_step"]
-        measured = summary.set_index(["policy", "batch_size"]).loc[(policy, batch_size)]
+        measured = summary.set_index(["model", "policy", "batch_size"]).loc[
+            (model, policy, batch_size)
+        ]
         # The classes, host overhead/idle included, add up to the measured median step.
         assert classes.sum() == pytest.approx(measured["ms_per_step"], rel=0.10)
         assert measured["profiled_ms_per_step"] > 0  # what the profiled steps took
@@ -72,17 +87,19 @@ def test_smoke_cells_are_profiled_and_their_op_classes_add_up(smoke):
         else:
             assert classes["cast"] > 0 and classes["loss_scaling"] > 0
     profiles = list((smoke / "results/smoke/profiles").rglob("*.xplane.pb"))
+    assert len(list(cells)) == 8
     assert len(profiles) == len(summary)  # the raw profiles, for TensorBoard/XProf
     html = (report / "index.html").read_text()
-    section = html.split('<section id="pypi-cpu">', 1)[1].split("</section>", 1)[0]
+    section = html.split('<section id="seed_convnet-pypi-cpu">', 1)[1].split("</section>", 1)[0]
     where = section.split("<h3>Where the time went</h3>", 1)[1]
-    assert "mixed_float16 vs float32 at batch 8 on pypi · cpu" in where
+    assert "mixed_float16 vs float32 at batch 8" in where
     assert "; net " in where and "(speedup_vs_float32)" in where
-    assert '<img src="pypi/cpu/breakdown.png"' in section and "Not profiled" not in where
+    assert '<img src="seed_convnet/pypi/cpu/breakdown.png"' in section
+    assert "Not profiled" not in where
 
 
 def test_each_device_has_its_own_plots_table_and_diagnosis(smoke):
-    group = smoke / "results/smoke/report/pypi/cpu"
+    group = smoke / "results/smoke/report/seed_convnet/pypi/cpu"
     for name in ("ms_per_step.png", "speedup.png", "tflops.png", "breakdown.png"):
         assert (group / name).read_bytes().startswith(b"\x89PNG"), name
     table = pd.read_csv(group / "table.csv")
@@ -106,7 +123,7 @@ def test_snakemakes_report_holds_the_results_by_device(smoke):
 def test_smoke_run_logs_one_mlflow_run_per_cell(smoke):
     db = smoke / "results/mlflow.db"
     runs = active_runs(db, "smoke")
-    assert len(runs) == 5 and {status for _, status in runs} == {"FINISHED"}
+    assert len(runs) == 9 and {status for _, status in runs} == {"FINISHED"}
     client = mlflow.MlflowClient(f"sqlite:///{db}")
     experiment = client.get_experiment_by_name("smoke")
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
@@ -114,21 +131,22 @@ def test_smoke_run_logs_one_mlflow_run_per_cell(smoke):
     children = client.search_runs(
         [experiment.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"
     )
-    assert len(children) == 4
+    assert len(children) == 8
     assert {a.path for a in client.list_artifacts(parent.info.run_id, "report")} >= {
         "report/index.html",
         "report/summary.csv",
-        "report/pypi",
+        "report/seed_convnet",
+        "report/mobilenet_v2",
     }
-    assert "best_speedup.pypi.cpu" in parent.data.metrics
-    assert parent.data.metrics["cells_ran.pypi.cpu"] == 4
+    assert "best_speedup.seed_convnet.pypi.cpu" in parent.data.metrics
+    assert parent.data.metrics["cells_ran.seed_convnet.pypi.cpu"] == 4
     for child in children:
         artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
         assert {"profile", "logs", "run_record.json"} <= artifacts
         assert "breakdown_conv_forward_ms" in child.data.metrics
         assert {"variant", "device", "policy", "batch_size", "outcome"} <= set(child.data.tags)
         assert child.inputs.dataset_inputs[0].dataset.name == "imagenette2-320-smoke-32px"
-    assert len(client.search_runs([experiment.experiment_id], "tags.policy = 'mixed_float16'")) == 2
+    assert len(client.search_runs([experiment.experiment_id], "tags.policy = 'mixed_float16'")) == 4
     runs = [r for r in runs if r[0] != parent.info.run_id]
     with sqlite3.connect(db) as con:
         for run_id, _ in runs:
@@ -187,7 +205,7 @@ def test_bad_config_fails_before_any_job_with_one_line(checkout):
 
 def test_variants_run_side_by_side_with_their_own_settings(smoke):
     overrides = 'overrides=["name=smoke_variants","variant=[pypi,pypi_onednn,pypi_xla]",'
-    overrides += '"policy=[float32]","sweep.batch_sizes=[8]"]'
+    overrides += '"policy=[float32]","sweep.batch_sizes=[8]","model=[seed_convnet]"]'
     done = snakemake(smoke, "--cores", "2", "--config", "experiment=smoke", overrides)
     assert done.returncode == 0, done.stderr[-3000:]
     # pypi's calibration (same settings as smoke's) is reused; only the new variants calibrate.
@@ -199,7 +217,9 @@ def test_variants_run_side_by_side_with_their_own_settings(smoke):
     assert bool(by_variant.loc["pypi_xla", "xla"]) and not bool(by_variant.loc["pypi", "xla"])
     assert by_variant["onednn"].notna().all()
     record = json.loads(
-        (smoke / "results/smoke_variants/runs/pypi_onednn/cpu/float32/bs8.json").read_text()
+        (
+            smoke / "results/smoke_variants/runs/seed_convnet/pypi_onednn/cpu/float32/bs8.json"
+        ).read_text()
     )
     assert record["config"]["variant"]["env"] == {"TF_ENABLE_ONEDNN_OPTS": "1"}
     assert record["config"]["variant"]["installed"]["tensorflow"] == "2.21.0"
@@ -210,6 +230,7 @@ def test_a_policy_added_by_override_alone_gets_its_own_dtype(smoke):
     """Adding a policy is adding its facts: no table in the code needs to know its name."""
     overrides = (
         'overrides=["name=smoke_policy","policy=[float32]","sweep.batch_sizes=[4]",'
+        '"model=[seed_convnet]",'
         '"train.profile_steps=0",'
         '"+policy.bf16_copy={compute_dtype:bfloat16,variable_dtype:float32,loss_scaling:none}"]'
     )
@@ -236,4 +257,53 @@ def test_a_policy_added_by_override_alone_gets_its_own_dtype(smoke):
     # train.profile_steps=0: no breakdown, and the report says so rather than guessing.
     report = smoke / "results/smoke_policy/report"
     assert pd.read_csv(report / "breakdown.csv").empty
-    assert "Not profiled: bf16_copy at batch 4 on pypi · cpu; float32 at batch 4" in html
+    assert "Not profiled: bf16_copy at batch 4 of seed_convnet on pypi · cpu; float32 at" in html
+
+
+@pytest.fixture(scope="module")
+def user_images(smoke):
+    """A folder of class folders of images, and the README's model, in the checkout."""
+    from PIL import Image
+
+    root = smoke / "my_images"
+    for i, name in enumerate(("apples", "pears")):
+        (root / name).mkdir(parents=True, exist_ok=True)
+        for n in range(12):
+            Image.new("RGB", (48, 40), (100 * i, 50 + n, 90)).save(root / name / f"{n}.png")
+    shutil.copy(ROOT / "examples/mymodels.py", smoke / "mymodels.py")
+    return root
+
+
+def test_your_model_on_your_images(smoke, user_images):
+    overrides = (
+        'overrides=["name=smoke_user","model=python","model.python.builder=mymodels:small_cnn",'
+        f'"dataset=image_folder","dataset.path={user_images}","dataset.name=my-images",'
+        '"dataset.image_size=32","policy=[float32]","sweep.batch_sizes=[4]"]'
+    )
+    done = snakemake(smoke, "--cores", "2", "--config", "experiment=smoke", overrides)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "download" not in job_counts(done.stdout + done.stderr)  # read where it is
+    (row,) = pd.read_csv(smoke / "results/smoke_user/report/summary.csv").itertuples()
+    assert (row.model, row.outcome, row.builder) == ("python", "ok", "mymodels:small_cnn")
+    assert len(row.builder_sha256) == 64 and row.flops_per_step > 0
+    record = json.loads(next((smoke / "results/smoke_user/runs").rglob("*.json")).read_text())
+    assert record["dataset"] == "my-images"
+    prepared = json.loads(next((smoke / "resources/tfds").glob("my-images-32px.json")).read_text())
+    assert prepared["classes"] == ["apples", "pears"]
+    assert prepared["splits"] == {"train": 22, "validation": 2}
+
+
+def test_a_broken_builder_fails_before_any_cell_with_one_line(smoke, user_images):
+    (smoke / "broken.py").write_text("def model(shape, classes, policy):\n    return 42\n")
+    overrides = (
+        'overrides=["name=smoke_broken","model=python","model.python.builder=broken:model",'
+        '"policy=[float32]","sweep.batch_sizes=[4]"]'
+    )
+    done = snakemake(smoke, "--cores", "2", "--config", "experiment=smoke", overrides)
+    assert done.returncode != 0
+    log = (smoke / "results/smoke_broken/logs/model_info/python.log").read_text()
+    assert log.strip().splitlines()[-1] == (
+        "error: model.builder broken:model returned int, not a keras.Model"
+    )
+    assert not (smoke / "results/smoke_broken/runs").exists()
+    assert not (smoke / "results/smoke_broken/probes").exists()

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 def _run(policy="float32", batch_size=8, **train):
     cfg = compose_config(CONF, "smoke")
-    run = copy.deepcopy(run_config(cfg, Cell("pypi", "cpu", policy, batch_size)))
+    run = copy.deepcopy(run_config(cfg, Cell("seed_convnet", "pypi", "cpu", policy, batch_size)))
     run["train"].update(train)
     return run
 
@@ -31,7 +31,6 @@ def test_a_repeat_times_its_steps_and_its_twin(prepared32):
     assert [e["epoch"] for e in result["epochs"]] == [1, 2]
     assert "val_accuracy" in result["epochs"][-1]
     assert 1 <= len(result["synthetic_step_s"]) <= run["train"]["synthetic_max_steps"]
-    assert result["flops"]["conv"] > 0 and result["flops"]["matmul"] > 0
     assert result["fingerprint"]["tensorflow"] == "2.21.0"
     assert result["fingerprint"]["gpu"] is None and result["fingerprint"]["xla"] is False
 

@@ -3,7 +3,7 @@
 import pytest
 
 from mptbench import stats
-from mptbench.train.combine import combine
+from mptbench.train.combine import combine, model_figures
 
 
 def _repeat(i, steps, outcome="ok", twin=None, reason=None):
@@ -11,7 +11,7 @@ def _repeat(i, steps, outcome="ok", twin=None, reason=None):
         "repeat": i, "outcome": outcome, "reason": reason, "step_s": steps,
         "synthetic_step_s": twin or [], "stopped_by": "precision", "half_width": 0.01,
         "timed_wall_s": sum(steps), "warmup_s": [1.0], "epochs": [{"epoch": 1, "loss": 2.0}],
-        "flops": {"conv": 3e9, "matmul": 1e9}, "fingerprint": {"host": f"h{i}"},
+        "fingerprint": {"host": f"h{i}"},
     }  # fmt: skip
 
 
@@ -21,7 +21,9 @@ def test_three_repeats_give_the_middle_median_and_an_interval_over_processes():
         _repeat(1, [0.20, 0.21, 0.20], twin=[0.18, 0.18]),
         _repeat(2, [0.15, 0.15, 0.16], twin=[0.14, 0.14]),
     ]
-    record = {"predicted_step_s": 0.3}
+    info = {"training_flops_per_example": {"conv": 3e9 / 8, "matmul": 1e9 / 8, "other": 1e7},
+            "parameters": 1234, "flops_counted_by": "TensorFlow"}  # fmt: skip
+    record = {"predicted_step_s": 0.3} | model_figures(info, batch_size=8)
     combine(record, repeats, batch_size=8)
     assert record["outcome"] == "ok" and record["reason"] is None
     assert record["ms_per_step"] == pytest.approx(150)
@@ -31,6 +33,7 @@ def test_three_repeats_give_the_middle_median_and_an_interval_over_processes():
     assert record["synthetic_ms_per_step"] == pytest.approx(140)
     assert record["input_bound_ratio"] == pytest.approx(150 / 140)
     assert record["flops_per_step"] == 4e9 and record["conv_flops_per_step"] == 3e9
+    assert record["other_flops_per_step"] == 8e7 and record["parameters"] == 1234
     assert record["achieved_tflops"] == pytest.approx(4e9 / 0.150 / 1e12)
     assert record["achieved_tflops_compute"] == pytest.approx(4e9 / 0.140 / 1e12)
     assert record["prediction_error"] == pytest.approx(0.3 / 0.150 - 1)

@@ -26,7 +26,9 @@ pytestmark = pytest.mark.slow
 
 def _run(**train):
     cfg = compose_config(CONF, "smoke")
-    run = run_config(cfg, Cell("pypi", "cpu", "float32", train.pop("batch_size", 8)))
+    run = run_config(
+        cfg, Cell("seed_convnet", "pypi", "cpu", "float32", train.pop("batch_size", 8))
+    )
     run["train"].update(train)
     return run
 

@@ -51,7 +51,7 @@ CELLS = grid(CFG, DEVICES)
 CELL_BY_WILDCARDS = {
     tuple(str(v) for v in cell.wildcards(EXPERIMENT).values()): cell for cell in CELLS
 }
-ARCHIVE = layout.DOWNLOAD.format(archive=layout.archive_name(DATASET))
+ARCHIVE = layout.archive_path(DATASET)
 PREPARED = layout.prepared(DATASET)
 TRACKING = layout.TRACKING.format(experiment=EXPERIMENT)
 REPORT_DIR = layout.REPORT_DIR.format(experiment=EXPERIMENT)
@@ -75,6 +75,7 @@ for _device in DEVICES:
 
 
 wildcard_constraints:
+    model=r"[A-Za-z0-9_]+",
     variant=r"[A-Za-z0-9_]+",
     device=DEVICE_PATTERN,
     policy=r"[A-Za-z0-9_]+",
@@ -96,15 +97,21 @@ def train_run(wildcards):
 def probe_run(wildcards):
     """The run config of a cell's probe: its own cell at the smaller probe batch size."""
     batch_size = CFG["train"]["probe_batch_sizes"][0]
-    cell = Cell(wildcards.variant, wildcards.device, wildcards.policy, batch_size)
-    return run_config(CFG, cell)
+    axes = (wildcards.model, wildcards.variant, wildcards.device, wildcards.policy)
+    return run_config(CFG, Cell(*axes, batch_size))
+
+
+def model_of(wildcards):
+    if wildcards.model not in CFG["model"]:
+        raise WorkflowError(f"model {wildcards.model} is not in this experiment")
+    return {"name": wildcards.model, **CFG["model"][wildcards.model]}
 
 
 def probe_of_cell(wildcards):
     """The probe a cell predicts its step time from, when a step-time limit is set."""
     if not CFG["train"]["max_step_seconds"]:
         return []
-    keys = ("experiment", "variant", "device", "policy")
+    keys = ("experiment", "model", "variant", "device", "policy")
     return layout.PROBE.format(**{k: wildcards[k] for k in keys})
 
 
@@ -203,23 +210,24 @@ GROUP_REPORT = {
     layout.GROUP_TABLE: ("table.rst", "table"),
     layout.GROUP_DIAGNOSIS: ("diagnosis.rst", "diagnosis"),
 }
-GROUPS = sorted({(cell.variant, cell.device) for cell in CELLS})
+GROUPS = sorted({(cell.model, cell.variant, cell.device) for cell in CELLS})
 
 
 def group_reports(report_dir):
-    """Every (variant, device)'s table, plots and diagnosis, each in its report category."""
+    """Every (model, variant, device)'s table, plots and diagnosis, in its report category."""
     return [
         snakemake_io.report(
-            f"{report_dir}/{layout.group_file(variant, device, name)}",
+            f"{report_dir}/{layout.group_file(model, variant, device, name)}",
             caption=f"../report/{GROUP_REPORT[name][0]}",
-            category=f"{variant} · {device}",
+            category=f"{model} · {variant} · {device}",
             labels={
+                "model": model,
                 "variant": variant,
                 "device": device,
                 "figure": GROUP_REPORT[name][1],
             },
         )
-        for variant, device in GROUPS
+        for model, variant, device in GROUPS
         for name in layout.GROUP_FILES
     ]
 

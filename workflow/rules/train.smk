@@ -17,12 +17,30 @@ rule tracking_init:
         "../scripts/init_tracking.py"
 
 
+rule model_info:
+    # That the model builds (a user's builder too), its size and its FLOPs per example,
+    # counted by the framework: once per model, before any of its cells.
+    input:
+        prepared=PREPARED,
+    output:
+        layout.MODEL_INFO,
+    log:
+        layout.MODEL_INFO_LOG,
+    conda:
+        "../../envs/mptbench.yaml"
+    params:
+        model=model_of,
+    script:
+        "../scripts/model_info.py"
+
+
 rule probe:
     # One training step on a few images per variant, device and policy: each cell predicts
     # its step time from it and skips (over_budget) what would exceed train.max_step_seconds.
     input:
         prepared=PREPARED,
         env=layout.VARIANT_ENV,
+        model=layout.MODEL_INFO,
     output:
         layout.PROBE,
     log:
@@ -46,6 +64,7 @@ rule train:
         prepared=PREPARED,
         tracking=TRACKING,
         env=layout.VARIANT_ENV,
+        model=layout.MODEL_INFO,
         probe=probe_of_cell,
     output:
         record=layout.RUN_RECORD,

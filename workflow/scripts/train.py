@@ -10,7 +10,7 @@ def work():
         snakemake.params.run, snakemake.input.prepared, snakemake.input.tracking,
         snakemake.output.record, snakemake.input.env,
         probe_file=str(snakemake.input.probe) or None, profile_dir=snakemake.output.profile,
-        log_file=snakemake.log[0],
+        log_file=snakemake.log[0], model_info=snakemake.input.model,
     )  # fmt: skip
 
 

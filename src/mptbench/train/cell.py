@@ -11,7 +11,6 @@ from typing import Any
 from mptbench.data.pipeline import input_pipeline
 from mptbench.devices import require_visible
 from mptbench.measure.fingerprint import fingerprint
-from mptbench.measure.flops import training_flops_by_kind
 from mptbench.policies import Policy
 from mptbench.train import timing
 from mptbench.train.models import build_model, jit_setting, one_hot_labels
@@ -93,7 +92,6 @@ def _judge(tf, run: dict, prepared: dict, result: dict, model, clock) -> None:
                 tf, model, run, (size, size, 3), len(prepared["classes"]), batch_size,
                 len(clock.step_seconds),
             )  # fmt: skip
-        result["flops"] = training_flops_by_kind(model, batch_size)
 
 
 def _timing(result: dict, clock) -> None:

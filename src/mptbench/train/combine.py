@@ -64,20 +64,31 @@ def _per_repeat(r: dict) -> dict[str, Any]:
     }
 
 
-def _rates(record: dict, ok: list[dict]) -> None:
-    """FLOPs per step by kind, and the FLOP rates end to end and on the twin."""
-    flops = ok[0].get("flops") or {}
+def _rates(record: dict) -> None:
+    """The FLOP rates end to end and on the twin, from the step's FLOPs (model_info's)."""
+    flops = record.get("flops_per_step")
     if not flops:
         return
-    total = sum(flops.values())
-    record.update(
-        flops_per_step=total,
-        conv_flops_per_step=flops.get("conv", 0),
-        matmul_flops_per_step=flops.get("matmul", 0),
-        achieved_tflops=total / (record["ms_per_step"] / 1000) / 1e12,
-    )
+    record["achieved_tflops"] = flops / (record["ms_per_step"] / 1000) / 1e12
     if record.get("synthetic_ms_per_step"):
-        record["achieved_tflops_compute"] = total / (record["synthetic_ms_per_step"] / 1000) / 1e12
+        record["achieved_tflops_compute"] = flops / (record["synthetic_ms_per_step"] / 1000) / 1e12
+
+
+def model_figures(info: dict[str, Any] | None, batch_size: int) -> dict[str, Any]:
+    """What the record keeps of its model (model_info): size, builder, FLOPs per step."""
+    if not info:
+        return {}
+    flops = {k: v * batch_size for k, v in info["training_flops_per_example"].items()}
+    figures = {
+        "parameters": info.get("parameters"),
+        "conv_flops_per_step": flops.get("conv", 0),
+        "matmul_flops_per_step": flops.get("matmul", 0),
+        # What MFU counts: the convolutions and matmuls (the rest is counted apart).
+        "flops_per_step": flops.get("conv", 0) + flops.get("matmul", 0),
+        "other_flops_per_step": flops.get("other", 0),
+    }
+    keep = ("builder", "builder_file", "builder_sha256", "flops_counted_by")
+    return figures | {k: info[k] for k in keep if info.get(k)}
 
 
 def combine(record: dict[str, Any], repeats: list[dict], batch_size: int) -> None:
@@ -102,7 +113,7 @@ def combine(record: dict[str, Any], repeats: list[dict], batch_size: int) -> Non
         record.update(step_figures(twins, batch_size, prefix="synthetic_ms_per_step"))
         record["input_bound_ratio"] = record["ms_per_step"] / record["synthetic_ms_per_step"]
     if ok:
-        _rates(record, ok)
+        _rates(record)
     if record.get("predicted_step_s"):
         record["prediction_error"] = record["predicted_step_s"] / (record["ms_per_step"] / 1000) - 1
 

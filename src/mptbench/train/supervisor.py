@@ -25,7 +25,7 @@ from mptbench.config.grid import Cell
 from mptbench.files import read_json, write_json
 from mptbench.train import memory
 from mptbench.train.budget import assess
-from mptbench.train.combine import attach_breakdown, combine
+from mptbench.train.combine import attach_breakdown, combine, model_figures
 from mptbench.train.outcomes import classify_death
 from mptbench.train.trainer import MODULE as TRAINER
 from mptbench.variants import process
@@ -127,15 +127,19 @@ def _log(mlrun, record: dict) -> None:
         metrics |= {f"breakdown_{cls}_ms": ms for cls, ms in classes.items()}
         mlrun.log_artifacts(record["breakdown"]["dir"], "profile")
     metrics = {k: v for k, v in metrics.items() if isinstance(v, int | float) and math.isfinite(v)}
-    mlrun.finish(metrics, {"outcome": record["outcome"], "reason": record["reason"] or ""}, record)
+    tags = {"outcome": record["outcome"], "reason": record["reason"] or ""}
+    tags |= {k: record[k] for k in ("builder", "builder_sha256") if record.get(k)}
+    mlrun.finish(metrics, tags, record)
 
 
-def train_cell(trainer: Trainer, prepared: str, tracking: dict, probe: dict | None) -> dict:
+def train_cell(
+    trainer: Trainer, prepared: str, tracking: dict, probe: dict | None, model_info=None
+) -> dict:
     """Every repeat of the cell, combined into its record, logged as one MLflow run."""
     from mptbench.tracking import CellRun
 
     run, started, info = trainer.run, time.monotonic(), read_json(prepared)
-    record = base_record(run, info)
+    record = base_record(run, info) | model_figures(model_info, run["cell"]["batch_size"])
     verdict = assess(run, probe)
     record.update({k: v for k, v in verdict.items() if k != "outcome"})
     record["fingerprint"] = (probe or {}).get("fingerprint")
@@ -178,11 +182,13 @@ def supervise(
     probe_only: bool = False,
     profile_dir: str | None = None,
     log_file: str | None = None,
+    model_info: str | None = None,
 ) -> int:
     """Train (or, with `probe_only`, probe) one cell and write its record. The exit code.
 
     With `profile_dir`, the raw profile of an ok cell goes there (train.profile_steps); with
-    `log_file` (the job's log), the cell's MLflow run keeps a copy of it."""
+    `log_file` (the job's log), the cell's MLflow run keeps a copy of it; `model_info` (the
+    model_info rule's JSON) gives the step's FLOPs."""
     python, installed = interpreter(env_manifest)
     run = dict(run, variant=dict(run["variant"], installed=installed))
     if profile_dir:  # an earlier attempt's profile would be read as this one's
@@ -194,7 +200,8 @@ def supervise(
             result = probe(trainer, prepared)
         else:
             probed = read_json(probe_file) if probe_file else None
-            result = train_cell(trainer, prepared, read_json(tracking), probed)
+            described = read_json(model_info) if model_info else None
+            result = train_cell(trainer, prepared, read_json(tracking), probed, described)
             print(f"{result['outcome']}: {_summary(result)}", file=sys.stderr, flush=True)
     except TrainerFailed as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
@@ -223,12 +230,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--probe-only", action="store_true", help="probe the cell, no run")
     parser.add_argument("--record", required=True, help="where the run record (or probe) goes")
     parser.add_argument("--profile-dir", default=None, help="where an ok cell's profile goes")
+    parser.add_argument("--model-info", default=None, help="the model_info rule's JSON")
     args = parser.parse_args(argv)
     if not args.probe_only and not args.tracking:
         parser.error("--tracking is needed to train (only --probe-only runs without it)")
     return supervise(
         read_json(args.run), args.prepared, args.tracking, args.record, args.env,
         probe_file=args.probe, probe_only=args.probe_only, profile_dir=args.profile_dir,
+        model_info=args.model_info,
     )  # fmt: skip
 
 

@@ -72,10 +72,27 @@ def visible_gpus() -> list[str]:
     ]
 
 
-def require_visible(tf, name: str) -> None:
-    """Fail loudly when a GPU job's TensorFlow sees no GPU: it would time the CPU instead."""
-    if Device(name).is_gpu and not tf.config.list_physical_devices("GPU"):
-        raise RuntimeError(
-            f"{name} was asked for but TensorFlow sees no GPU "
-            "(is this a CUDA build of TensorFlow, with drivers, on a GPU node?)"
-        )
+def gpu_facts(index: int) -> dict[str, Any] | None:
+    """Name, compute capability and memory of GPU `index` in nvidia-smi's order, from
+    nvidia-smi (whatever framework runs, and whatever CUDA_VISIBLE_DEVICES says); None
+    without nvidia-smi or that GPU."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    query = "--query-gpu=index,name,compute_cap,memory.total"
+    try:
+        out = subprocess.run(
+            [smi, query, "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=20, check=True,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in out.stdout.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) == 4 and fields[0] == str(index):
+            try:
+                capability, memory = float(fields[2]), int(float(fields[3]))
+            except ValueError:
+                capability, memory = None, None
+            return {"name": fields[1], "compute_capability": capability, "memory_mb": memory}
+    return None

@@ -1,4 +1,4 @@
-"""What the numbers were measured on: host, CPU features, TensorFlow build and device."""
+"""What the numbers were measured on: host, CPU features, the framework's build, and device."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from mptbench.devices import Device
+from mptbench.backends import Backend
+from mptbench.devices import Device, gpu_facts
 
 # CPU flags that decide whether reduced precision can be fast on a CPU.
 CPU_FLAGS = (
@@ -52,12 +53,9 @@ def cpu_info() -> dict[str, Any]:
     }
 
 
-def tensorflow_info(tf, keras) -> dict[str, Any]:
+def tensorflow_build(tf) -> dict[str, Any]:
     build = dict(tf.sysconfig.get_build_info())
     return {
-        "tensorflow": tf.__version__,
-        "keras": keras.__version__,
-        "python": platform.python_version(),
         "is_cuda_build": bool(build.get("is_cuda_build")),
         "cuda_version": build.get("cuda_version"),
         "cudnn_version": build.get("cudnn_version"),
@@ -67,28 +65,51 @@ def tensorflow_info(tf, keras) -> dict[str, Any]:
     }
 
 
-def gpu_info(tf) -> dict[str, Any] | None:
+def framework_info(backend: Backend, framework, keras) -> dict[str, Any]:
+    """The backend and its framework's versions (and TensorFlow's build)."""
+    facts = {
+        "backend": backend.name,
+        "keras": keras.__version__,
+        "python": platform.python_version(),
+        **backend.versions(framework),
+    }
+    if backend.name == "tensorflow":
+        facts |= tensorflow_build(framework)
+    return facts
+
+
+def _tensorflow_gpu(tf) -> dict[str, Any] | None:
+    """What TensorFlow says of its first GPU, where nvidia-smi is not there to ask."""
     gpus = tf.config.list_physical_devices("GPU")
     if not gpus:
         return None
     details = tf.config.experimental.get_device_details(gpus[0])
     capability = details.get("compute_capability")
     cc = float(f"{capability[0]}.{capability[1]}") if capability else None
+    return {"name": details.get("device_name", gpus[0].name), "compute_capability": cc}
+
+
+def gpu_info(backend: Backend, framework, device: str) -> dict[str, Any] | None:
+    facts = gpu_facts(Device(device).index or 0)
+    if facts is None and backend.name == "tensorflow":
+        facts = _tensorflow_gpu(framework)
+    if facts is None:
+        return None
+    cc = facts.get("compute_capability")
     return {
-        "name": details.get("device_name", gpus[0].name),
-        "compute_capability": cc,
-        # Tensor Cores: float16 from compute capability 7.0, bfloat16 from 8.0.
+        **facts,
+        # Tensor Cores: float16 from compute capability 7.0, bfloat16 and TF32 from 8.0.
         "fast_float16": cc is not None and cc >= 7.0,
         "fast_bfloat16": cc is not None and cc >= 8.0,
     }
 
 
-def fingerprint(tf, keras, device: str) -> dict[str, Any]:
+def fingerprint(backend: Backend, framework, keras, device: str) -> dict[str, Any]:
     return {
         "host": socket.gethostname(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "device": device,
         "cpu": cpu_info(),
-        "gpu": gpu_info(tf) if Device(device).is_gpu else None,
-        **tensorflow_info(tf, keras),
+        "gpu": gpu_info(backend, framework, device) if Device(device).is_gpu else None,
+        **framework_info(backend, framework, keras),
     }

@@ -7,12 +7,13 @@ fails the job loudly.
   killed       the trainer died of a signal with no sign of memory trouble (signal recorded)
   nonfinite    the loss became NaN or Inf
   unsupported  no kernel is registered for this policy's dtype on this device
+
+Which errors of a framework are oom or unsupported, each backend says (backends.py).
   over_budget  a step is (or is clearly predicted to be) slower than train.max_step_seconds
 """
 
 from __future__ import annotations
 
-import re
 import signal
 
 OUTCOMES = ("ok", "oom", "killed", "nonfinite", "unsupported", "over_budget")
@@ -25,23 +26,10 @@ WORDS = {
     "nonfinite": "NaN/Inf",
     "unsupported": "unsupported",
 }
-# TensorFlow's words when no kernel is registered for an op, dtype and device.
-KERNEL_MISSING = re.compile(
-    r"No registered '[^']+' OpKernel|Could not find device for node|No OpKernel was registered"
-)
 
 
 def first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-
-
-def classify_error(tf, exc: BaseException) -> tuple[str, str] | None:
-    """Map TensorFlow's errors to an outcome and its reason; None means a real failure."""
-    if isinstance(exc, tf.errors.ResourceExhaustedError):
-        return "oom", first_line(exc)
-    if isinstance(exc, tf.errors.OpError) and KERNEL_MISSING.search(str(exc)):
-        return "unsupported", first_line(exc)
-    return None
 
 
 def classify_death(code: int, over_limit: str | None, oom_record: str | None) -> tuple[str, str]:

@@ -49,5 +49,5 @@ def test_calibrate_fails_clearly_for_an_absent_gpu(tmp_path, capfd):
     out = tmp_path / "gpu0.json"
     variant = {"name": "pypi", "env": {}, "jit_compile": "auto"}
     assert calibrate_variant("gpu0", variant, SETTINGS, None, str(out)) == 1
-    assert "gpu0 was asked for but TensorFlow sees no GPU" in capfd.readouterr().err
+    assert "gpu0 was asked for but this machine shows no GPU" in capfd.readouterr().err
     assert not out.exists()

@@ -42,3 +42,42 @@ def test_resnet50s_forward_pass_is_in_the_quoted_range():
 def test_op_kinds():
     assert kind_of("conv_backward_filter") == "conv" and kind_of("matmul") == "matmul"
     assert kind_of("batch_norm") == "other"
+
+
+JAX_COUNT = """
+import json, os, sys
+os.environ["KERAS_BACKEND"] = "jax"
+from mptbench.measure.model_info import counter, describe
+assert counter() == "jax"
+model, size = json.loads(sys.argv[1]), int(sys.argv[2])
+print(json.dumps(describe(model, size, 10, one_hot=False)))
+"""
+
+
+def _jax_describe(name: str, size: int) -> dict:
+    """The count a machine with JAX and no TensorFlow makes (KERAS_BACKEND=jax)."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", JAX_COUNT, json.dumps(_model(name)), str(size)],
+        capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_jax_counts_the_same_training_step_from_its_traced_program():
+    info = _jax_describe("seed_convnet", 256)
+    assert info["flops_counted_by"].startswith("JAX")
+    conv1 = 2 * 128 * 128 * 5 * 5 * 3 * 32
+    forward = info["forward_flops_per_example"]
+    assert forward["conv"] == 2 * (64 * 64 * 7 * 7 * 32 * 64 + 32 * 32 * 11 * 11 * 64 * 128) + conv1
+    # Three forward passes, less the first layer's input gradient, which nothing needs: a
+    # strided convolution's input gradient counted at its real cost, not over dilated zeros.
+    counted = info["training_flops_per_example"]
+    assert counted["conv"] == 3 * forward["conv"] - conv1
+    resnet = _jax_describe("resnet50", 224)
+    assert 7.6e9 <= sum(resnet["forward_flops_per_example"].values()) <= 8.4e9
+    training = sum(resnet["training_flops_per_example"].values())
+    assert 2.8 <= training / sum(resnet["forward_flops_per_example"].values()) <= 3.0

@@ -4,7 +4,8 @@ import time
 
 import pytest
 
-from mptbench.measure.peaks import Series, doublings
+from mptbench.measure.kernels import kernels
+from mptbench.measure.peaks import Series, conv_at, doublings, matmul_at
 
 
 def _fake(rates):
@@ -43,8 +44,39 @@ def test_doublings():
 def test_xla_compiled_peaks_measure_on_this_cpu():
     import tensorflow as tf
 
-    from mptbench.measure.peaks import conv_at, matmul_at
-
     for jit in (False, True):
-        assert matmul_at(tf, "float32", 128, 0.05, jit)["tflops"] > 0
-        assert conv_at(tf, "bfloat16", [2, 8, 8, 8, 8], 3, 0.05, jit)["tflops"] > 0
+        steps = kernels("tensorflow", tf, jit)
+        assert matmul_at(steps, "float32", 128, 0.05)["tflops"] > 0
+        assert conv_at(steps, "bfloat16", [2, 8, 8, 8, 8], 3, 0.05)["tflops"] > 0
+
+
+def test_jax_peaks_are_measured_with_jitted_lax_kernels():
+    import jax
+
+    steps = kernels("jax", jax, True)
+    for dtype in ("float32", "bfloat16", "float16"):
+        assert matmul_at(steps, dtype, 128, 0.05)["tflops"] > 0
+        assert conv_at(steps, dtype, [2, 8, 8, 8, 8], 3, 0.05)["tflops"] > 0
+
+
+def test_a_conv_step_computes_its_forward_pass_and_both_gradients():
+    """A step that skipped the forward convolution would time two thirds of the FLOPs it is
+    credited with: its value is the forward output's sum plus both gradients' sums."""
+    import jax
+    import jax.numpy as jnp
+
+    steps = kernels("jax", jax, True)
+    x, w = steps._inputs((1, 4, 4, 2), (3, 3, 2, 2), dtype="float32")
+    y = jax.lax.conv_general_dilated(
+        x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+    )
+    dx, dw = jax.grad(
+        lambda x, w: jnp.sum(
+            jax.lax.conv_general_dilated(
+                x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+            )
+        ),
+        argnums=(0, 1),
+    )(x, w)
+    expected = float(jnp.sum(y) + jnp.sum(dx) + jnp.sum(dw))
+    assert float(steps.conv("float32", [1, 4, 4, 2, 2], 3)()) == pytest.approx(expected, rel=1e-5)

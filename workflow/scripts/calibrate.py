@@ -1,4 +1,5 @@
-"""Measure a device's matmul and convolution TFLOP/s per dtype, in the variant's Python."""
+"""Measure a device's matmul and convolution TFLOP/s per dtype, in the variant's Python
+with the backend's own operations."""
 
 from _job import run
 
@@ -9,7 +10,7 @@ def work():
     params = snakemake.params
     return calibrate_variant(
         snakemake.wildcards.device, params.variant, params.settings, snakemake.input.env,
-        snakemake.output[0],
+        snakemake.output[0], backend=params.backend, tf32=params.tf32,
     )  # fmt: skip
 
 

@@ -1,8 +1,9 @@
 """The measured peak of a device: matmul and convolution TFLOP/s in float32, float16, bfloat16.
 
 A policy can only speed training up where the device runs its dtype faster; these peaks,
-measured with the same TensorFlow build and settings as the train jobs, say whether it does.
-The calibrate rule calls `calibrate_variant`, which measures in the variant's own Python.
+measured with the same backend, build and settings as the train jobs, say whether it does.
+The calibrate rule calls `calibrate_variant`, which measures in the variant's own Python with
+the backend's own operations (measure/kernels.py: JAX's are jax.numpy and lax, jitted).
 """
 
 from __future__ import annotations
@@ -13,22 +14,22 @@ import tempfile
 import time
 from pathlib import Path
 
-from mptbench.devices import require_visible
 from mptbench.files import read_json, write_json
+from mptbench.measure.kernels import kernels as kernels_of
 from mptbench.measure.peaks import conv_peak, matmul_peak
 from mptbench.policies import DTYPES
 
 MODULE = "mptbench.measure.calibrate"
 
 
-def calibrate(tf, settings: dict, jit: bool = False, log=print) -> dict:
+def calibrate(kernels, settings: dict, log=print) -> dict:
     """Matmul and convolution peaks per dtype; each dtype within settings["cap_s"], half of
     it for matmuls (the convolutions may use what the matmuls leave)."""
-    result: dict = {"matmul": {}, "conv": {}, "settings": settings, "jit_compile": jit}
+    result: dict = {"matmul": {}, "conv": {}, "settings": settings, "jit_compile": kernels.jit}
     for dtype in DTYPES:
         started = time.monotonic()
-        mm = matmul_peak(tf, dtype, settings, started + settings["cap_s"] / 2, jit)
-        conv = conv_peak(tf, dtype, settings, started + settings["cap_s"], jit)
+        mm = matmul_peak(kernels, dtype, settings, started + settings["cap_s"] / 2)
+        conv = conv_peak(kernels, dtype, settings, started + settings["cap_s"])
         result["matmul"][dtype], result["conv"][dtype] = mm, conv
         log(
             f"{dtype}: matmul {mm['tflops']:.3f} TFLOP/s at {mm['size']} ({mm['stopped']}), "
@@ -42,17 +43,25 @@ def calibrate(tf, settings: dict, jit: bool = False, log=print) -> dict:
 
 
 def calibrate_variant(
-    device: str, variant: dict, settings: dict, env_manifest: str | None, output: str
+    device: str,
+    variant: dict,
+    settings: dict,
+    env_manifest: str | None,
+    output: str,
+    backend: str = "tensorflow",
+    tf32: bool = True,
 ) -> int:
-    """Measure in the variant's Python, with its environment; returns the child's exit code."""
+    """Measure in the variant's Python, with its environment and the backend's; returns the
+    child's exit code."""
     from mptbench.variants import process
     from mptbench.variants.environment import interpreter
 
     python, _ = interpreter(env_manifest)
-    env = process.environment(variant.get("env"), device)
+    env = process.environment(variant.get("env"), device, backend)
     with tempfile.TemporaryDirectory() as tmp:
         job = Path(tmp) / "calibrate.json"
-        write_json(job, {"device": device, "variant": variant, "settings": settings})
+        facts = {"device": device, "variant": variant, "settings": settings, "backend": backend}
+        write_json(job, facts | {"tf32": tf32})
         done = process.run(
             python, MODULE, ["--job", str(job), "--output", output], env, capture=False
         )
@@ -61,22 +70,29 @@ def calibrate_variant(
 
 def measure(job: dict) -> dict | str:
     """The calibration of one job, or why it cannot run (one line)."""
+    from mptbench.backends import start, tf32_effective
     from mptbench.measure.fingerprint import fingerprint
-    from mptbench.measure.startup import import_tensorflow
 
-    tf, keras, startup = import_tensorflow()
+    session = start(job.get("backend", "tensorflow"))
     device, variant = job["device"], job["variant"]
     try:
-        require_visible(tf, device)
+        session.require_gpu(device)
     except RuntimeError as exc:
         return str(exc)
+    facts = fingerprint(session.backend, session.framework, session.keras, device)
+    facts |= session.facts
+    tf32 = job.get("tf32", True)
+    if facts["gpu"]:
+        session.set_tf32(tf32)
+    facts["tf32"] = tf32_effective(tf32, device, (facts["gpu"] or {}).get("compute_capability"))
     # Measured as the variant's cells run: XLA-compiled where they are (jit_compile=True).
-    jit = variant.get("jit_compile") is True
+    kernels = kernels_of(session.name, session.framework, variant.get("jit_compile") is True)
     return {
         "device": device,
         "variant": variant.get("name"),
-        "fingerprint": fingerprint(tf, keras, device) | startup,
-        **calibrate(tf, job["settings"], jit, log=lambda line: print(line, flush=True)),
+        "backend": session.name,
+        "fingerprint": facts,
+        **calibrate(kernels, job["settings"], log=lambda line: print(line, flush=True)),
     }
 
 

@@ -1,9 +1,9 @@
 """Achievable TFLOP/s of matmuls and convolution training steps in one dtype: a ceiling.
 
 A series of problem sizes is timed, each larger than the last, until throughput stops
-rising; the best throughput seen is the peak. Every call returns a scalar that is read back,
-so the time covers finished device work. With `jit`, the steps are XLA-compiled, as a
-variant with jit_compile=True compiles its training step.
+rising; the best throughput seen is the peak. The problems themselves are the backend's
+(measure/kernels.py); every call returns a scalar that is read back, so the time covers
+finished device work.
 """
 
 from __future__ import annotations
@@ -66,15 +66,9 @@ class Series:
         return {**(best or {}), "stopped": stopped, "tried": tried}
 
 
-def _function(tf, fn, jit: bool):
-    return tf.function(fn, jit_compile=True) if jit else tf.function(fn)
-
-
-def matmul_at(tf, dtype: str, size: int, min_seconds: float, jit: bool = False) -> dict[str, Any]:
-    """TFLOP/s of a size x size matmul in `dtype` on the default device."""
-    a = tf.cast(tf.random.uniform((size, size), seed=1), dtype)
-    b = tf.cast(tf.random.uniform((size, size), seed=2), dtype)
-    step = _function(tf, lambda: tf.cast(tf.matmul(a, b)[0, 0], tf.float32), jit)
+def matmul_at(kernels, dtype: str, size: int, min_seconds: float) -> dict[str, Any]:
+    """TFLOP/s of a size x size matmul in `dtype` on the default device (measure/kernels.py)."""
+    step = kernels.matmul(dtype, size)
     return {"dtype": dtype, "size": size, **time_calls(step, 2 * size**3, min_seconds)}
 
 
@@ -83,25 +77,12 @@ def conv_flops(shape: list[int], kernel: int) -> int:
     return TRAINING_PASSES * 2 * batch * height * width * kernel * kernel * c_in * c_out
 
 
-def conv_at(
-    tf, dtype: str, shape: list[int], kernel: int, min_seconds: float, jit: bool = False
-) -> dict[str, Any]:
-    """Training TFLOP/s of a Conv2D (`shape`: batch, height, width, in, out channels)."""
-    batch, height, width, c_in, c_out = shape
-    x = tf.cast(tf.random.uniform((batch, height, width, c_in), seed=1), dtype)
-    w = tf.cast(tf.random.uniform((kernel, kernel, c_in, c_out), seed=2), dtype)
-
-    # Forward and both backward convolutions, as in training: a dtype's backward kernels can
-    # be far slower than its forward one (TensorFlow's float16 on CPUs is).
-    def step():
-        with tf.GradientTape() as tape:
-            tape.watch([x, w])
-            y = tf.nn.conv2d(x, w, strides=1, padding="SAME")
-            loss = tf.reduce_sum(tf.cast(y, tf.float32))
-        dx, dw = tape.gradient(loss, [x, w])
-        return tf.cast(dx[0, 0, 0, 0], tf.float32) + tf.cast(dw[0, 0, 0, 0], tf.float32)
-
-    timed = time_calls(_function(tf, step, jit), conv_flops(shape, kernel), min_seconds)
+def conv_at(kernels, dtype: str, shape: list[int], kernel: int, min_seconds: float) -> dict:
+    """Training TFLOP/s of a Conv2D (`shape`: batch, height, width, in, out channels): the
+    forward pass and both gradients, as in training, since a dtype's backward kernels can be
+    far slower than its forward one (TensorFlow's float16 on CPUs is)."""
+    step = kernels.conv(dtype, shape, kernel)
+    timed = time_calls(step, conv_flops(shape, kernel), min_seconds)
     return {"dtype": dtype, "shape": shape, "kernel": kernel, **timed}
 
 
@@ -112,17 +93,17 @@ def doublings(start: int, stop: int) -> list[int]:
     return sizes
 
 
-def matmul_peak(tf, dtype: str, settings: dict, deadline: float, jit: bool = False) -> dict:
+def matmul_peak(kernels, dtype: str, settings: dict, deadline: float) -> dict:
     series = Series(deadline, settings.get("min_gain", DEFAULT_MIN_GAIN))
     sizes = doublings(settings["matmul"]["start"], settings["matmul"]["max"])
     return series.run(
         sizes,
         lambda n: 2 * n**3,
-        lambda n: matmul_at(tf, dtype, n, settings["min_seconds"], jit),
+        lambda n: matmul_at(kernels, dtype, n, settings["min_seconds"]),
     )
 
 
-def conv_peak(tf, dtype: str, settings: dict, deadline: float, jit: bool = False) -> dict:
+def conv_peak(kernels, dtype: str, settings: dict, deadline: float) -> dict:
     """The best over each kernel size's series of channel counts."""
     conv = settings["conv"]
     channels = doublings(conv["start_channels"], conv["max_channels"])
@@ -138,7 +119,7 @@ def conv_peak(tf, dtype: str, settings: dict, deadline: float, jit: bool = False
         result = series.run(
             channels,
             lambda c, k=kernel: conv_flops(shape(c), k),
-            lambda c, k=kernel: conv_at(tf, dtype, shape(c), k, settings["min_seconds"], jit),
+            lambda c, k=kernel: conv_at(kernels, dtype, shape(c), k, settings["min_seconds"]),
         )
         tried = best.get("tried", []) + result["tried"]
         if result.get("tflops", 0) > best.get("tflops", 0):

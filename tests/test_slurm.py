@@ -78,7 +78,7 @@ def _snakemake_slurm(cwd, cluster, *config, timeout):
 def smoke(cluster, checkout):
     start = time.monotonic()
     # One model: what this tests is the executor, not the grid.
-    overrides = 'overrides=["model=[seed_convnet]"]'
+    overrides = 'overrides=["model=[seed_convnet]","backend=[tensorflow]"]'
     done = _snakemake_slurm(
         checkout, cluster, "experiment=smoke", overrides, timeout=SMOKE_TIMEOUT_S
     )
@@ -114,7 +114,8 @@ def test_smoke_logs_one_finished_mlflow_run_per_cell(smoke):
 
 def test_gpu_request_on_a_node_without_gpus_fails_with_slurms_reason(smoke, cluster):
     checkout, _ = smoke
-    overrides = 'overrides=["sweep.devices=[gpu0]","device.check_present=false","name=smoke_gpu"]'
+    overrides = 'overrides=["sweep.devices=[gpu0]","device.check_present=false","name=smoke_gpu",'
+    overrides += '"backend=[tensorflow]"]'
     done = _snakemake_slurm(checkout, cluster, "experiment=smoke", overrides, timeout=180)
     output = done.stdout + done.stderr
     assert done.returncode != 0, output[-3000:]

@@ -32,18 +32,25 @@ def test_a_finished_run_tells_where_the_report_is_and_its_headline(smoke_run):
         "mlflow ui --backend-store-uri sqlite:///results/mlflow.db, then open "
         "http://127.0.0.1:5000/#/experiments/1?workflowType=machine_learning"
     ) in output
-    assert "seed_convnet on pypi · cpu: best mixed_float16 at batch " in output
-    assert "mobilenet_v2 on pypi · cpu: best mixed_float16 at batch " in output
-    assert "4 of 4 cells ran, 0 over budget, 0 failed" in output
-    # The two models' speedups side by side.
-    assert "On pypi · cpu: mobilenet_v2 " in output and "; seed_convnet " in output
+    for model in ("seed_convnet", "mobilenet_v2"):
+        for backend in ("tensorflow", "jax"):
+            assert f"{model} on {backend} · pypi · cpu: best mixed_float16 at batch " in output
+    assert output.count("4 of 4 cells ran, 0 over budget, 0 failed") == 4
+    # The two models' speedups side by side, and the two backends'.
+    assert "On tensorflow · pypi · cpu: mobilenet_v2 " in output and "; seed_convnet " in output
+    assert "On seed_convnet · pypi · cpu: jax " in output and "; tensorflow " in output
 
 
 def test_smoke_run_reports_every_cell(smoke):
     summary = pd.read_csv(smoke / "results/smoke/report/summary.csv")
-    assert len(summary) == 8
+    assert len(summary) == 16
     assert set(summary["outcome"]) == {"ok"}
     assert set(summary["model"]) == {"seed_convnet", "mobilenet_v2"}
+    assert set(summary["backend"]) == {"tensorflow", "jax"}
+    # Each backend's cells are compared with its own calibrated peak.
+    assert summary.groupby("backend")["peak_tflops"].nunique().min() >= 1
+    jax = summary[summary["backend"] == "jax"]
+    assert jax["jax"].notna().all() and (jax["mfu"] > 0).all()
     # Counted per model: MobileNetV2 (2.3 M parameters) against the seed convnet (1.1 M).
     per_model = summary.groupby("model")["parameters"].max()
     assert per_model["mobilenet_v2"] > 2 * per_model["seed_convnet"] > 2e6
@@ -61,16 +68,22 @@ def test_smoke_run_reports_every_cell(smoke):
     html = (smoke / "results/smoke/report/index.html").read_text()
     assert "<table" in html and ".png" in html
     assert "Tesla V100" in html  # the published numbers beside ours
-    assert html.count("<section id=") == 2  # one per model on this variant and device
-    assert '<p class="headline"><b>On pypi · cpu: mobilenet_v2 ' in html
+    assert html.count("<section id=") == 4  # one per model and backend on this variant and device
+    assert '<p class="headline"><b>On tensorflow · pypi · cpu: mobilenet_v2 ' in html
+    backends = html.split('<h2 id="backends">Backends compared</h2>', 1)[1].split("<h2", 1)[0]
+    table = backends.split("<h3>seed_convnet · pypi · cpu", 1)[1].split("</table>", 1)[0]
+    assert table.count('<td class="text">jax</td>') == 2
+    assert table.count('<td class="text">tensorflow</td>') == 2
     # Runs link to the MLflow UI that `mlflow ui` serves for this store.
     assert 'href="http://127.0.0.1:5000/#/experiments/' in html
 
 
 def test_smoke_cells_are_profiled_and_their_op_classes_add_up(smoke):
     report = smoke / "results/smoke/report"
-    summary = pd.read_csv(report / "summary.csv")
+    everything = pd.read_csv(report / "summary.csv")
+    summary = everything[everything["backend"] == "tensorflow"]
     breakdown = pd.read_csv(report / "breakdown.csv")
+    assert set(breakdown["backend"]) == {"tensorflow"}  # profiles are read from TensorFlow's
     assert len(breakdown) == 12 * len(summary)  # every ok cell, every class
     cells = breakdown.groupby(["model", "policy", "batch_size"])
     for (model, policy, batch_size), rows in cells:
@@ -90,16 +103,22 @@ def test_smoke_cells_are_profiled_and_their_op_classes_add_up(smoke):
     assert len(list(cells)) == 8
     assert len(profiles) == len(summary)  # the raw profiles, for TensorBoard/XProf
     html = (report / "index.html").read_text()
-    section = html.split('<section id="seed_convnet-pypi-cpu">', 1)[1].split("</section>", 1)[0]
-    where = section.split("<h3>Where the time went</h3>", 1)[1]
+    section = html.split('<section id="seed_convnet-tensorflow-pypi-cpu">', 1)[1]
+    where = section.split("</section>", 1)[0].split("<h3>Where the time went</h3>", 1)[1]
     assert "mixed_float16 vs float32 at batch 8" in where
     assert "; net " in where and "(speedup_vs_float32)" in where
-    assert '<img src="seed_convnet/pypi/cpu/breakdown.png"' in section
+    assert '<img src="seed_convnet/tensorflow/pypi/cpu/breakdown.png"' in section
     assert "Not profiled" not in where
+    # A JAX cell says why it has no breakdown rather than showing none.
+    jax = html.split('<section id="seed_convnet-jax-pypi-cpu">', 1)[1].split("</section>", 1)[0]
+    assert (
+        "Not profiled: float32 at batch 4 of seed_convnet on jax · pypi · cpu (op-level "
+        "profiles are read for the tensorflow backend only, not jax)"
+    ) in jax
 
 
 def test_each_device_has_its_own_plots_table_and_diagnosis(smoke):
-    group = smoke / "results/smoke/report/seed_convnet/pypi/cpu"
+    group = smoke / "results/smoke/report/seed_convnet/tensorflow/pypi/cpu"
     for name in ("ms_per_step.png", "speedup.png", "tflops.png", "breakdown.png"):
         assert (group / name).read_bytes().startswith(b"\x89PNG"), name
     table = pd.read_csv(group / "table.csv")
@@ -123,7 +142,7 @@ def test_snakemakes_report_holds_the_results_by_device(smoke):
 def test_smoke_run_logs_one_mlflow_run_per_cell(smoke):
     db = smoke / "results/mlflow.db"
     runs = active_runs(db, "smoke")
-    assert len(runs) == 9 and {status for _, status in runs} == {"FINISHED"}
+    assert len(runs) == 17 and {status for _, status in runs} == {"FINISHED"}
     client = mlflow.MlflowClient(f"sqlite:///{db}")
     experiment = client.get_experiment_by_name("smoke")
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
@@ -131,22 +150,27 @@ def test_smoke_run_logs_one_mlflow_run_per_cell(smoke):
     children = client.search_runs(
         [experiment.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"
     )
-    assert len(children) == 8
+    assert len(children) == 16
     assert {a.path for a in client.list_artifacts(parent.info.run_id, "report")} >= {
         "report/index.html",
         "report/summary.csv",
         "report/seed_convnet",
         "report/mobilenet_v2",
     }
-    assert "best_speedup.seed_convnet.pypi.cpu" in parent.data.metrics
-    assert parent.data.metrics["cells_ran.seed_convnet.pypi.cpu"] == 4
+    for backend in ("tensorflow", "jax"):
+        assert f"best_speedup.seed_convnet.{backend}.pypi.cpu" in parent.data.metrics
+        assert parent.data.metrics[f"cells_ran.seed_convnet.{backend}.pypi.cpu"] == 4
     for child in children:
         artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
-        assert {"profile", "logs", "run_record.json"} <= artifacts
-        assert "breakdown_conv_forward_ms" in child.data.metrics
-        assert {"variant", "device", "policy", "batch_size", "outcome"} <= set(child.data.tags)
+        tags = child.data.tags
+        assert {"backend", "variant", "device", "policy", "batch_size", "outcome"} <= set(tags)
+        assert {"logs", "run_record.json"} <= artifacts
+        profiled = tags["backend"] == "tensorflow"
+        assert ("profile" in artifacts) == profiled
+        assert ("breakdown_conv_forward_ms" in child.data.metrics) == profiled
         assert child.inputs.dataset_inputs[0].dataset.name == "imagenette2-320-smoke-32px"
-    assert len(client.search_runs([experiment.experiment_id], "tags.policy = 'mixed_float16'")) == 4
+    assert len(client.search_runs([experiment.experiment_id], "tags.policy = 'mixed_float16'")) == 8
+    assert len(client.search_runs([experiment.experiment_id], "tags.backend = 'jax'")) == 8
     runs = [r for r in runs if r[0] != parent.info.run_id]
     with sqlite3.connect(db) as con:
         for run_id, _ in runs:
@@ -179,6 +203,15 @@ def test_data_target_stops_after_prepare(smoke):
     assert job_counts(dry.stdout + dry.stderr) == {"prepare": 1, "data": 1, "total": 2}
 
 
+def test_synthetic_data_needs_no_download_and_no_cache(checkout):
+    overrides = 'overrides=["dataset=synthetic","backend=[jax]","name=synthetic_dry"]'
+    dry = snakemake(checkout, "-n", "--config", "experiment=smoke", overrides)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    counts = job_counts(dry.stdout + dry.stderr)
+    assert "download" not in counts and "make_fixture" not in counts
+    assert counts["prepare"] == 1 and counts["train"] == 8  # 2 models x 2 policies x 2 sizes
+
+
 def test_lint_is_clean(checkout):
     lint = snakemake(checkout, "--lint")
     assert lint.returncode == 0, lint.stdout + lint.stderr
@@ -208,17 +241,25 @@ def test_variants_run_side_by_side_with_their_own_settings(smoke):
     overrides += '"policy=[float32]","sweep.batch_sizes=[8]","model=[seed_convnet]"]'
     done = snakemake(smoke, "--cores", "2", "--config", "experiment=smoke", overrides)
     assert done.returncode == 0, done.stderr[-3000:]
-    # pypi's calibration (same settings as smoke's) is reused; only the new variants calibrate.
-    assert job_counts(done.stdout + done.stderr)["calibrate"] == 2
+    # TensorFlow-only variants pair with tensorflow alone, said once, not an error.
+    out = done.stdout + done.stderr
+    assert "variant pypi_onednn runs on tensorflow only: no jax cells with it" in out
+    # pypi's calibrations (same settings as smoke's) are reused; only the new variants calibrate.
+    assert job_counts(out)["calibrate"] == 2
     summary = pd.read_csv(smoke / "results/smoke_variants/report/summary.csv")
-    assert sorted(summary["variant"]) == ["pypi", "pypi_onednn", "pypi_xla"]
+    assert sorted(zip(summary["backend"], summary["variant"], strict=True)) == [
+        ("jax", "pypi"), ("tensorflow", "pypi"), ("tensorflow", "pypi_onednn"),
+        ("tensorflow", "pypi_xla"),
+    ]  # fmt: skip
+    summary = summary[summary["backend"] == "tensorflow"]
     assert set(summary["outcome"]) == {"ok"} and (summary["ms_per_step"] > 0).all()
     by_variant = summary.set_index("variant")
     assert bool(by_variant.loc["pypi_xla", "xla"]) and not bool(by_variant.loc["pypi", "xla"])
     assert by_variant["onednn"].notna().all()
     record = json.loads(
         (
-            smoke / "results/smoke_variants/runs/seed_convnet/pypi_onednn/cpu/float32/bs8.json"
+            smoke
+            / "results/smoke_variants/runs/seed_convnet/tensorflow/pypi_onednn/cpu/float32/bs8.json"
         ).read_text()
     )
     assert record["config"]["variant"]["env"] == {"TF_ENABLE_ONEDNN_OPTS": "1"}
@@ -230,7 +271,7 @@ def test_a_policy_added_by_override_alone_gets_its_own_dtype(smoke):
     """Adding a policy is adding its facts: no table in the code needs to know its name."""
     overrides = (
         'overrides=["name=smoke_policy","policy=[float32]","sweep.batch_sizes=[4]",'
-        '"model=[seed_convnet]",'
+        '"model=[seed_convnet]","backend=[tensorflow]",'
         '"train.profile_steps=0",'
         '"+policy.bf16_copy={compute_dtype:bfloat16,variable_dtype:float32,loss_scaling:none}"]'
     )
@@ -239,7 +280,7 @@ def test_a_policy_added_by_override_alone_gets_its_own_dtype(smoke):
     summary = pd.read_csv(smoke / "results/smoke_policy/report/summary.csv").set_index("policy")
     assert summary.loc["bf16_copy", "compute_dtype"] == "bfloat16"
     assert summary.loc["bf16_copy", "outcome"] == "ok"
-    (calibration_file,) = (smoke / "results/calibration/pypi/cpu").glob("*.json")
+    (calibration_file,) = (smoke / "results/calibration/tensorflow/pypi/cpu").glob("*.json")
     calibration = json.loads(calibration_file.read_text())
     row = summary.loc["bf16_copy"]
     # Its convolution FLOPs at the bfloat16 conv peak, its dense FLOPs at the matmul peak.
@@ -257,7 +298,9 @@ def test_a_policy_added_by_override_alone_gets_its_own_dtype(smoke):
     # train.profile_steps=0: no breakdown, and the report says so rather than guessing.
     report = smoke / "results/smoke_policy/report"
     assert pd.read_csv(report / "breakdown.csv").empty
-    assert "Not profiled: bf16_copy at batch 4 of seed_convnet on pypi · cpu; float32 at" in html
+    assert (
+        "Not profiled: bf16_copy at batch 4 of seed_convnet on tensorflow · pypi · cpu; float32 at"
+    ) in html
 
 
 @pytest.fixture(scope="module")
@@ -278,7 +321,7 @@ def test_your_model_on_your_images(smoke, user_images):
     overrides = (
         'overrides=["name=smoke_user","model=python","model.python.builder=mymodels:small_cnn",'
         f'"dataset=image_folder","dataset.path={user_images}","dataset.name=my-images",'
-        '"dataset.image_size=32","policy=[float32]","sweep.batch_sizes=[4]"]'
+        '"dataset.image_size=32","policy=[float32]","sweep.batch_sizes=[4]","backend=[tensorflow]"]'
     )
     done = snakemake(smoke, "--cores", "2", "--config", "experiment=smoke", overrides)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -297,7 +340,7 @@ def test_a_broken_builder_fails_before_any_cell_with_one_line(smoke, user_images
     (smoke / "broken.py").write_text("def model(shape, classes, policy):\n    return 42\n")
     overrides = (
         'overrides=["name=smoke_broken","model=python","model.python.builder=broken:model",'
-        '"policy=[float32]","sweep.batch_sizes=[4]"]'
+        '"policy=[float32]","sweep.batch_sizes=[4]","backend=[tensorflow]"]'
     )
     done = snakemake(smoke, "--cores", "2", "--config", "experiment=smoke", overrides)
     assert done.returncode != 0

@@ -166,6 +166,9 @@ class CellRun:
         from mlflow.data.dataset_source_registry import resolve_dataset_source
         from mlflow.data.meta_dataset import MetaDataset
 
+        if not prepared.get("data_dir"):  # dataset=synthetic: random tensors, nothing read
+            self.mlflow.set_tag("dataset", f"{prepared['dataset']} (random tensors, no files)")
+            return
         source = resolve_dataset_source(str(prepared.get("source") or prepared["data_dir"]))
         name = f"{prepared['dataset']}-{prepared['image_size']}px"
         digest = prepared.get("digest")
@@ -190,3 +193,22 @@ class CellRun:
     def __exit__(self, exc_type, exc, tb):
         self.mlflow.end_run(status=self.status if exc_type is None else "FAILED")
         return False
+
+
+class NoRun:
+    """A cell run kept out of MLflow (no tracking store given: bench/bench_gpu.py, on a machine
+    with only the backend installed); the run record is written all the same."""
+
+    run_id = None
+    status = "FINISHED"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        return False
+
+    def __getattr__(self, name: str):
+        if name.startswith("log_") or name == "finish":
+            return lambda *args, **kwargs: None
+        raise AttributeError(name)

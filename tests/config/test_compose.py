@@ -11,6 +11,8 @@ from mptbench.config import (
     compose_config,
     expand_devices,
     grid,
+    left_out,
+    pairs,
     parse_overrides,
     run_config,
 )
@@ -40,14 +42,15 @@ def test_default_grid_covers_every_device_policy_and_batch_size():
     cells = grid(cfg, expand_devices(cfg, gpus=["NVIDIA H200", "Tesla V100"]))
     assert len(cells) == 3 * 3 * 5
     assert {c.device for c in cells} == {"cpu", "gpu0", "gpu1"}
-    assert Cell("seed_convnet", "pypi", "gpu1", "mixed_bfloat16", 512) in cells
+    assert Cell("seed_convnet", "tensorflow", "pypi", "gpu1", "mixed_bfloat16", 512) in cells
 
 
 def test_smoke_experiment_is_small_and_offline():
     cfg = compose_config(CONF, "smoke")
     cells = grid(cfg, expand_devices(cfg, gpus=[]))
-    assert len(cells) == 8  # 2 models x 2 policies x 2 batch sizes
+    assert len(cells) == 16  # 2 models x 2 backends x 2 policies x 2 batch sizes
     assert {c.model for c in cells} == {"seed_convnet", "mobilenet_v2"}
+    assert {c.backend for c in cells} == {"tensorflow", "jax"}
     assert {c.policy for c in cells} == {"float32", "mixed_float16"}
     assert {c.device for c in cells} == {"cpu"}
     assert not cfg["dataset"]["url"].startswith("http")
@@ -135,9 +138,10 @@ def test_absent_gpu_is_rejected_unless_check_disabled():
 
 def test_run_config_holds_only_its_own_cell():
     cfg = compose_config(CONF)
-    run = run_config(cfg, Cell("seed_convnet", "pypi", "cpu", "mixed_float16", 64))
+    run = run_config(cfg, Cell("seed_convnet", "tensorflow", "pypi", "cpu", "mixed_float16", 64))
     assert run["cell"] == {
         "model": "seed_convnet",
+        "backend": "tensorflow",
         "variant": "pypi",
         "device": "cpu",
         "policy": "mixed_float16",
@@ -153,7 +157,30 @@ def test_run_config_holds_only_its_own_cell():
     assert "sweep" not in run
     # Adding a batch size to the sweep leaves existing cells' settings unchanged.
     wider = compose_config(CONF, None, ["sweep.batch_sizes=[32,64,1024]"])
-    assert run_config(wider, Cell("seed_convnet", "pypi", "cpu", "mixed_float16", 64)) == run
+    cell = Cell("seed_convnet", "tensorflow", "pypi", "cpu", "mixed_float16", 64)
+    assert run_config(wider, cell) == run
+    # ... and so does adding a backend.
+    jax_too = compose_config(CONF, None, ["backend=[tensorflow,jax]"])
+    assert run_config(jax_too, cell) == run
+
+
+def test_tensorflow_only_variants_pair_with_tensorflow_alone_and_say_so():
+    cfg = compose_config(CONF, None, ["backend=[tensorflow,jax]", "variant=[pypi,pypi_xla]"])
+    assert pairs(cfg) == [("tensorflow", "pypi"), ("tensorflow", "pypi_xla"), ("jax", "pypi")]
+    assert left_out(cfg) == ["variant pypi_xla runs on tensorflow only: no jax cells with it"]
+    cells = grid(cfg, ["cpu"])
+    assert len(cells) == 3 * 3 * 5
+    jax_cell = Cell("seed_convnet", "jax", "pypi", "cpu", "mixed_bfloat16", 32)
+    assert jax_cell in cells
+    run = run_config(cfg, jax_cell)
+    assert run["backend"]["name"] == "jax" and run["cell"]["backend"] == "jax"
+
+
+def test_a_misspelt_backend_is_named_with_the_allowed_ones():
+    with pytest.raises(ConfigError) as info:
+        compose_config(CONF, None, ["backend=[jaxx]"])
+    assert "jaxx" in str(info.value) and "jax" in str(info.value)
+    assert "\n" not in str(info.value)
 
 
 @pytest.mark.parametrize(

@@ -170,12 +170,12 @@ def test_summary_has_one_row_per_record_with_speedups(built):
 def test_html_has_a_table_per_device_with_outcomes(built):
     html = (built / "index.html").read_text()
     assert EXPERIMENT in html and "seed_convnet" in html and "2.21.0" in html and "node07" in html
-    cpu = section(html, "<h2>seed_convnet · pypi · cpu")
+    cpu = section(html, "<h2>seed_convnet · tensorflow · pypi · cpu")
     assert "Test CPU 9000" in cpu and "<table" in cpu
     for batch_size in (32, 64, 128):
         assert f"<td>{batch_size}</td>" in cpu
     assert 'title="predicted 12.0 s/step &gt; train.max_step_seconds">over budget<' in cpu
-    gpu = section(html, "<h2>seed_convnet · pypi · gpu0")
+    gpu = section(html, "<h2>seed_convnet · tensorflow · pypi · gpu0")
     assert "Tesla T4 (compute capability 7.5)" in gpu
     assert 'title="OOM when allocating tensor &lt;shape&gt;">OOM<' in gpu
     assert '<td class="same">no measurable difference<small>1.02×, 95% CI ' in gpu
@@ -185,12 +185,14 @@ def test_html_has_a_table_per_device_with_outcomes(built):
 
 def test_diagnosis_cites_measured_speedups(built):
     html = (built / "index.html").read_text()
-    cpu = section(html, "<h2>seed_convnet · pypi · cpu").split("<h3>Diagnosis</h3>")[1]
+    cpu = section(html, "<h2>seed_convnet · tensorflow · pypi · cpu").split("<h3>Diagnosis</h3>")[1]
     assert f"batch 32: slower, {400 / 500:.2f}× (95% interval " in cpu
     assert f"batch 64: slower, {800 / 1100:.2f}× (95% interval " in cpu
     assert "(speedup_vs_float32)" in cpu
     assert "no fast float16 math (fast_float16 false)" in cpu and "measurably slower" in cpu
-    gpu = section(html, "<h2>seed_convnet · pypi · gpu0").split("<h3>Diagnosis</h3>")[1]
+    gpu = section(html, "<h2>seed_convnet · tensorflow · pypi · gpu0").split("<h3>Diagnosis</h3>")[
+        1
+    ]
     assert gpu.lstrip().startswith('<ul class="diagnosis"><li>')
     assert f"batch 32: faster, {30 / 25:.2f}×" in gpu
     assert "batch 128: no measurable difference, 1.02×" in gpu
@@ -205,7 +207,7 @@ def test_html_shows_published_numbers_and_plots(built):
     assert "415" in row_512 and "377" in row_512 and f"{415 / 377:.2f}×" in row_512
     assert "321" in published and "304" in published
     assert "+7% to +10% (1.07×–1.10×) on the Tesla V100" in published
-    group = "seed_convnet/pypi"
+    group = "seed_convnet/tensorflow/pypi"
     for name in (
         f"{group}/cpu/ms_per_step.png",
         f"{group}/gpu0/speedup.png",
@@ -229,9 +231,9 @@ def test_library_functions(tmp_path):
     assert list(summary.columns[:5]) == [
         "experiment",
         "model",
+        "backend",
         "dataset",
         "image_size",
-        "parameters",
     ]
     cpu = summary[summary["device"] == "cpu"]
     sentences = diagnose(cpu)
@@ -246,7 +248,7 @@ def test_library_functions(tmp_path):
     ]
     assert PUBLISHED_CPU_S_PER_STEP == {"PyPI wheel": 321, "source build with AVX2/FMA": 304}
     page = render_html(summary, published, breakdown_table(records), "http://127.0.0.1:5000")
-    assert page.count("<h2>seed_convnet · pypi · ") == 2
+    assert page.count("<h2>seed_convnet · tensorflow · pypi · ") == 2
     # Each run's id, shortened, links to its page in the MLflow UI.
     link = "http://127.0.0.1:5000/#/experiments/1/runs/run-cpu-float32-32"
     assert f'<a href="{link}?workflowType=machine_learning">run-cpu-' in page

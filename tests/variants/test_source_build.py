@@ -41,7 +41,8 @@ def test_dry_run_prints_the_bazel_build_and_the_grid_has_every_variant():
     )
     assert "git clone --depth 1 --branch v2.21.0" in out
     for variant in ("pypi", "pypi_onednn", "pypi_xla", "source_avx2_fma"):
-        assert f"results/benchmark/runs/seed_convnet/{variant}/cpu/float32/bs32.json" in out
+        cell = f"seed_convnet/tensorflow/{variant}/cpu/float32/bs32"
+        assert f"results/benchmark/runs/{cell}.json" in out
     assert job_counts(out)["train"] == 60
 
 

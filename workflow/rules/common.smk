@@ -14,6 +14,7 @@ from mptbench.config import (
     compose_config,
     expand_devices,
     grid,
+    left_out,
     run_config,
 )
 from mptbench.config import layout
@@ -58,14 +59,23 @@ REPORT_DIR = layout.REPORT_DIR.format(experiment=EXPERIMENT)
 RECORDS = [layout.RUN_RECORD.format(**cell.wildcards(EXPERIMENT)) for cell in CELLS]
 
 
-def calibration_of(variant, device):
-    """The calibration a variant's cells on a device are compared with."""
-    settings = Device(device).settings(CFG["device"])["calibrate"]
-    key = layout.calibration_key(CFG["variant"][variant], settings)
-    return layout.CALIBRATION.format(variant=variant, device=device, settings=key)
+def calibration_of(backend, variant, device):
+    """The calibration a backend and variant's cells on a device are compared with."""
+    settings = Device(device).settings(CFG["device"])
+    key = layout.calibration_key(
+        CFG["variant"][variant], settings["calibrate"], settings.get("tf32")
+    )
+    return layout.CALIBRATION.format(
+        backend=backend, variant=variant, device=device, settings=key
+    )
 
 
-CALIBRATIONS = sorted({calibration_of(cell.variant, cell.device) for cell in CELLS})
+CALIBRATIONS = sorted(
+    {calibration_of(cell.backend, cell.variant, cell.device) for cell in CELLS}
+)
+# A backend and variant asked for together but not paired: said once, not an error.
+for _note in left_out(CFG):
+    print(f"mptbench: {_note}", file=sys.stderr)
 
 # Timing jobs never share a device: each device is a resource of capacity 1 (unless the
 # command line or a profile sets it), and a CPU cell also takes every core Snakemake has.
@@ -76,6 +86,7 @@ for _device in DEVICES:
 
 wildcard_constraints:
     model=r"[A-Za-z0-9_]+",
+    backend=r"tensorflow|jax|torch",
     variant=r"[A-Za-z0-9_]+",
     device=DEVICE_PATTERN,
     policy=r"[A-Za-z0-9_]+",
@@ -97,7 +108,7 @@ def train_run(wildcards):
 def probe_run(wildcards):
     """The run config of a cell's probe: its own cell at the smaller probe batch size."""
     batch_size = CFG["train"]["probe_batch_sizes"][0]
-    axes = (wildcards.model, wildcards.variant, wildcards.device, wildcards.policy)
+    axes = [wildcards[k] for k in ("model", "backend", "variant", "device", "policy")]
     return run_config(CFG, Cell(*axes, batch_size))
 
 
@@ -111,7 +122,7 @@ def probe_of_cell(wildcards):
     """The probe a cell predicts its step time from, when a step-time limit is set."""
     if not CFG["train"]["max_step_seconds"]:
         return []
-    keys = ("experiment", "model", "variant", "device", "policy")
+    keys = ("experiment", "model", "backend", "variant", "device", "policy")
     return layout.PROBE.format(**{k: wildcards[k] for k in keys})
 
 
@@ -125,9 +136,20 @@ def device_of(wildcards):
     return Device(wildcards.device)
 
 
+def backend_of(wildcards):
+    if wildcards.backend not in CFG["backend"]:
+        raise WorkflowError(f"backend {wildcards.backend} is not in this experiment")
+    return wildcards.backend
+
+
+def device_tf32(wildcards):
+    """Whether a GPU may run float32 as TF32 (device.gpu.tf32); True on a CPU (no effect)."""
+    return bool(device_of(wildcards).settings(CFG["device"]).get("tf32", True))
+
+
 def calibrate_settings(wildcards):
     """This config's calibrate settings, when they are the ones the path was named after."""
-    wanted = calibration_of(wildcards.variant, wildcards.device)
+    wanted = calibration_of(wildcards.backend, wildcards.variant, wildcards.device)
     if wanted != layout.CALIBRATION.format(**wildcards):
         raise WorkflowError(
             f"{layout.CALIBRATION.format(**wildcards)}: not measured with this experiment's "
@@ -210,24 +232,23 @@ GROUP_REPORT = {
     layout.GROUP_TABLE: ("table.rst", "table"),
     layout.GROUP_DIAGNOSIS: ("diagnosis.rst", "diagnosis"),
 }
-GROUPS = sorted({(cell.model, cell.variant, cell.device) for cell in CELLS})
+GROUPS = sorted({(c.model, c.backend, c.variant, c.device) for c in CELLS})
 
 
 def group_reports(report_dir):
-    """Every (model, variant, device)'s table, plots and diagnosis, in its report category."""
+    """Every (model, backend, variant, device)'s table, plots and diagnosis, in its report
+    category."""
     return [
         snakemake_io.report(
-            f"{report_dir}/{layout.group_file(model, variant, device, name)}",
+            f"{report_dir}/{layout.group_file(*group, name)}",
             caption=f"../report/{GROUP_REPORT[name][0]}",
-            category=f"{model} · {variant} · {device}",
+            category=" · ".join(group),
             labels={
-                "model": model,
-                "variant": variant,
-                "device": device,
+                **dict(zip(("model", "backend", "variant", "device"), group)),
                 "figure": GROUP_REPORT[name][1],
             },
         )
-        for model, variant, device in GROUPS
+        for group in GROUPS
         for name in layout.GROUP_FILES
     ]
 

@@ -21,8 +21,8 @@ rule make_fixture:
 
 
 # A folder of the user's own images is read where it is: nothing to download, and no rule may
-# claim to make (and so on failure remove) the user's folder.
-if DATASET["builder"] != "image_folder":
+# claim to make (and so on failure remove) the user's folder. Synthetic data has no source.
+if DATASET["builder"] not in ("image_folder", "synthetic"):
 
     rule download:
         input:
@@ -45,7 +45,7 @@ if DATASET["builder"] != "image_folder":
 
 rule prepare:
     input:
-        archive=ARCHIVE,
+        archive=ARCHIVE or [],
     output:
         info=PREPARED,
     log:
@@ -61,7 +61,8 @@ rule prepare:
         image_size=DATASET["image_size"],
         builder=DATASET["builder"],
         data_dir=output_dir,
-        url=DATASET["url"] or DATASET.get("path"),
+        url=DATASET.get("url") or DATASET.get("path"),
+        dataset=DATASET,
     script:
         "../scripts/prepare.py"
 

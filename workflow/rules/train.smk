@@ -86,13 +86,13 @@ rule train:
 
 
 rule calibrate:
-    # The device's measured peak per dtype, with the variant's TensorFlow and settings.
+    # The device's measured peak per dtype, with the backend, the variant's build and settings.
     input:
         env=layout.VARIANT_ENV,
     output:
         layout.CALIBRATION,
     log:
-        "results/calibration/{variant}/{device}/{settings}.log",
+        layout.CALIBRATION_LOG,
     conda:
         "../../envs/mptbench.yaml"
     threads: timing_threads
@@ -102,7 +102,9 @@ rule calibrate:
         runtime=30,
         gpu=device_gpus,
     params:
+        backend=backend_of,
         variant=variant_of,
         settings=calibrate_settings,
+        tf32=device_tf32,
     script:
         "../scripts/calibrate.py"

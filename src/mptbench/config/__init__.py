@@ -7,7 +7,7 @@ from mptbench.config.compose import (
     parse_overrides,
 )
 from mptbench.config.errors import ConfigError
-from mptbench.config.grid import AXES, Cell, expand_devices, grid, run_config
+from mptbench.config.grid import AXES, Cell, expand_devices, grid, left_out, pairs, run_config
 
 __all__ = [
     "AXES",
@@ -17,6 +17,8 @@ __all__ = [
     "compose_config",
     "expand_devices",
     "grid",
+    "left_out",
+    "pairs",
     "options",
     "parse_overrides",
     "run_config",

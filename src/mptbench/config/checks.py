@@ -12,6 +12,7 @@ def check(cfg: dict[str, Any]) -> None:
     for name, model in cfg["model"].items():
         _model(name, model)
     _dataset(cfg["dataset"])
+    _backends(cfg)
     _train(cfg["train"])
     for name, facts in cfg["policy"].items():
         problem = Policy.of(name, facts).problem()
@@ -35,7 +36,27 @@ def _model(name: str, model: dict[str, Any]) -> None:
         )
 
 
+def _backends(cfg: dict[str, Any]) -> None:
+    """Each backend asked for is installed, and pairs with at least one variant."""
+    import importlib.util
+
+    for name, facts in cfg["backend"].items():
+        if importlib.util.find_spec(name) is None:
+            raise ConfigError(f"backend {name}: not installed here; {facts['install']}")
+    from mptbench.config.grid import pairs
+
+    if not pairs(cfg):
+        raise ConfigError(
+            f"no cells: variant(s) {', '.join(cfg['variant'])} run on none of the backends "
+            f"{', '.join(cfg['backend'])}"
+        )
+
+
 def _dataset(dataset: dict[str, Any]) -> None:
+    if dataset["builder"] == "synthetic":
+        if not dataset.get("num_classes") or not dataset.get("train_examples"):
+            raise ConfigError("dataset: synthetic data needs num_classes and train_examples")
+        return
     if dataset["builder"] == "image_folder":
         _image_folder(dataset)
         return

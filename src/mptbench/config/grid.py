@@ -14,6 +14,7 @@ class Cell:
     """One grid cell: one training run. Its fields are the grid's axes, in path order."""
 
     model: str
+    backend: str
     variant: str
     device: str
     policy: str
@@ -24,7 +25,8 @@ class Cell:
 
     @property
     def label(self) -> str:
-        return f"{self.model}/{self.variant}/{self.device}/{self.policy}/bs{self.batch_size}"
+        axes = (self.model, self.backend, self.variant, self.device, self.policy)
+        return "/".join((*axes, f"bs{self.batch_size}"))
 
 
 AXES = tuple(Cell.__dataclass_fields__)
@@ -50,11 +52,34 @@ def expand_devices(cfg: dict[str, Any], gpus: list[str] | None = None) -> list[s
     return devices
 
 
+def pairs(cfg: dict[str, Any]) -> list[tuple[str, str]]:
+    """(backend, variant) pairs of the grid: a variant runs on the backends it lists."""
+    return [
+        (backend, variant)
+        for backend in cfg["backend"]
+        for variant in cfg["variant"]
+        if backend in cfg["variant"][variant]["backends"]
+    ]
+
+
+def left_out(cfg: dict[str, Any]) -> list[str]:
+    """Why a backend and variant asked for together have no cells (a note, not an error)."""
+    notes = []
+    for variant, facts in cfg["variant"].items():
+        missing = [b for b in cfg["backend"] if b not in facts["backends"]]
+        if missing:
+            notes.append(
+                f"variant {variant} runs on {', '.join(facts['backends'])} only: "
+                f"no {', '.join(missing)} cells with it"
+            )
+    return notes
+
+
 def grid(cfg: dict[str, Any], devices: list[str]) -> list[Cell]:
     return [
-        Cell(model, variant, device, policy, batch_size)
+        Cell(model, backend, variant, device, policy, batch_size)
         for model in cfg["model"]
-        for variant in cfg["variant"]
+        for backend, variant in pairs(cfg)
         for device in devices
         for policy in cfg["policy"]
         for batch_size in cfg["sweep"]["batch_sizes"]
@@ -67,11 +92,11 @@ def run_config(cfg: dict[str, Any], cell: Cell) -> dict[str, Any]:
     Other cells' values stay out, so adding a batch size does not invalidate finished runs.
     """
     device = Device(cell.device)
-    run = {
-        k: v for k, v in cfg.items() if k not in ("sweep", "policy", "variant", "device", "model")
-    }
+    axes = ("sweep", "policy", "variant", "device", "model", "backend")
+    run = {k: v for k, v in cfg.items() if k not in axes}
     run["cell"] = asdict(cell)
     run["model"] = {"name": cell.model, **cfg["model"][cell.model]}
+    run["backend"] = {"name": cell.backend, **cfg["backend"][cell.backend]}
     run["policy"] = {"name": cell.policy, **cfg["policy"][cell.policy]}
     run["variant"] = {"name": cell.variant, **cfg["variant"][cell.variant]}
     run["device"] = {"name": cell.device, "kind": device.kind, **device.settings(cfg["device"])}

@@ -11,21 +11,21 @@ from typing import Any
 
 RESULTS = "results/{experiment}"
 # One path per run; its wildcards spell the grid cell. The aggregate step reads these.
-CELL = "{model}/{variant}/{device}/{policy}/bs{batch_size}"
+CELL = "{model}/{backend}/{variant}/{device}/{policy}/bs{batch_size}"
 RUN_RECORD = RESULTS + "/runs/" + CELL + ".json"
 RUN_LOG = RESULTS + "/logs/train/" + CELL + ".log"
 # The raw op-level profile of a cell (TensorBoard/XProf: logdir/plugins/profile/...).
 PROFILE = RESULTS + "/profiles/" + CELL
-PROBE = RESULTS + "/probes/{model}/{variant}/{device}/{policy}.json"
-PROBE_LOG = RESULTS + "/logs/probe/{model}/{variant}/{device}/{policy}.log"
+PROBE = RESULTS + "/probes/{model}/{backend}/{variant}/{device}/{policy}.json"
+PROBE_LOG = RESULTS + "/logs/probe/{model}/{backend}/{variant}/{device}/{policy}.log"
 # What a model is (it builds; its parameters and FLOPs), once per model and image size.
 MODEL_INFO = RESULTS + "/models/{model}.json"
 MODEL_INFO_LOG = RESULTS + "/logs/model_info/{model}.log"
 TRACKING = RESULTS + "/mlflow_experiment.json"
 REPORT_DIR = RESULTS + "/report"
 # The report: summary.csv, breakdown.csv (one row per profiled cell and op class), index.html
-# and the published plot at its top; the rest per model, variant and device, in
-# <model>/<variant>/<device>/.
+# and the published plot at its top; the rest per model, backend, variant and device, in
+# <model>/<backend>/<variant>/<device>/.
 SUMMARY_CSV = "summary.csv"
 BREAKDOWN_CSV = "breakdown.csv"
 INDEX_HTML = "index.html"
@@ -36,14 +36,15 @@ GROUP_DIAGNOSIS = "diagnosis.html"
 GROUP_FILES = (*GROUP_PLOTS, GROUP_TABLE, GROUP_DIAGNOSIS)
 
 
-def group_file(model: str, variant: str, device: str, name: str) -> str:
+def group_file(model: str, backend: str, variant: str, device: str, name: str) -> str:
     """A per-group report file, relative to the report folder."""
-    return f"{model}/{variant}/{device}/{name}"
+    return f"{model}/{backend}/{variant}/{device}/{name}"
 
 
-# A calibration is kept per variant, device and the settings it was measured with, so
-# experiments that share them (smoke and benchmark do not) share one calibration.
-CALIBRATION = "results/calibration/{variant}/{device}/{settings}.json"
+# A calibration is kept per backend, variant, device and the settings it was measured with,
+# so experiments that share them (smoke and benchmark do not) share one calibration.
+CALIBRATION = "results/calibration/{backend}/{variant}/{device}/{settings}.json"
+CALIBRATION_LOG = "results/calibration/{backend}/{variant}/{device}/{settings}.log"
 VARIANT_ENV = "resources/envs/{variant}.json"
 WHEELS = "resources/wheels/{variant}"
 BAZELISK = "resources/build/{variant}/bazelisk.path"
@@ -64,9 +65,12 @@ def prepared(dataset: dict[str, Any]) -> str:
 
 
 def archive_path(dataset: dict[str, Any]) -> str:
-    """What the prepare rule reads: the verified download, or the user's folder of images."""
+    """What the prepare rule reads: the verified download, the user's folder of images, or
+    nothing (synthetic data)."""
     if dataset["builder"] == "image_folder":
         return str(dataset["path"])
+    if dataset["builder"] == "synthetic":
+        return ""
     return DOWNLOAD.format(archive=archive_name(dataset))
 
 
@@ -76,11 +80,15 @@ def archive_name(dataset: dict[str, Any]) -> str:
     return name if name.endswith((".tgz", ".tar.gz", ".tar")) else f"{dataset['name']}.tgz"
 
 
-def calibration_key(variant: dict[str, Any], settings: dict[str, Any]) -> str:
-    """What a calibration depends on, as 12 hex digits: its sizes and the variant's build and
-    settings (environment, XLA, wheel)."""
+def calibration_key(
+    variant: dict[str, Any], settings: dict[str, Any], tf32: bool | None = None
+) -> str:
+    """What a calibration depends on, as 12 hex digits: its sizes, the variant's build and
+    settings (environment, XLA, wheel), and on GPUs the TF32 setting."""
     facts = {
         "settings": settings,
         "variant": {k: variant.get(k) for k in ("env", "jit_compile", "wheel", "build")},
     }
+    if tf32 is not None:
+        facts["tf32"] = tf32
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:12]

@@ -15,7 +15,8 @@ from mptbench.report.tables import fmt_ms
 from mptbench.report.thresholds import BREAKDOWN_CHANGE, BREAKDOWN_NOTABLE
 from mptbench.report.wording import speedup_text
 
-COLUMNS = ["experiment", "model", "variant", "device", "policy", "batch_size", "op_class",
+COLUMNS = ["experiment", "model", "backend", "variant", "device", "policy", "batch_size",
+           "op_class",
            "name", "ms_per_step", "share_of_step"]  # fmt: skip
 # The sentence speaks of convolutions as one; the table keeps their three classes apart.
 SENTENCE_GROUPS = {
@@ -36,6 +37,7 @@ def breakdown_table(records: list[dict]) -> pd.DataFrame:
             ms = classes.get(cls, 0.0)
             rows.append({
                 "experiment": record.get("experiment"), "model": record.get("model"),
+                "backend": record.get("backend") or "tensorflow",
                 "variant": record.get("variant"),
                 "device": record["device"], "policy": record["policy"],
                 "batch_size": record["batch_size"], "op_class": cls, "name": name,
@@ -116,9 +118,8 @@ def explain(table: pd.DataFrame, summary: pd.DataFrame) -> list[dict]:
         for policy in [p for p in cells["policy"].unique() if p != "float32"]:
             mine = cells[cells["policy"] == policy]
             row = _summary_row(summary, tuple(group), policy, batch_size)
-            model, variant, device = group
             out.append({
-                "model": model, "variant": variant, "device": device,
+                **dict(zip(GROUP_KEYS, group, strict=True)),
                 "batch_size": int(batch_size),
                 "policy": policy, "comparison": _comparison(base, mine),
                 "sentence": sentence(policy, _group_ms(base), _group_ms(mine), step_ms, row),
@@ -127,12 +128,14 @@ def explain(table: pd.DataFrame, summary: pd.DataFrame) -> list[dict]:
 
 
 def not_profiled(summary: pd.DataFrame, table: pd.DataFrame) -> list[str]:
-    """The ok cells without a breakdown, as 'policy at batch N of model on variant · device'."""
+    """The ok cells without a breakdown, as 'policy at batch N of model on backend · variant ·
+    device', with the reason where the cell gave one."""
     keys = [*GROUP_KEYS, "policy", "batch_size"]
     profiled = set(table[keys].itertuples(index=False))
     ok = summary[summary["outcome"] == "ok"]
     return [
-        f"{r.policy} at batch {int(r.batch_size)} of {r.model} on {r.variant} · {r.device}"
-        for r in ok[keys].itertuples(index=False)
+        f"{r.policy} at batch {int(r.batch_size)} of {r.model} on "
+        f"{r.backend} · {r.variant} · {r.device}" + (f" ({note})" if isinstance(note, str) else "")
+        for r, note in zip(ok[keys].itertuples(index=False), ok["profile_note"], strict=True)
         if tuple(r) not in profiled
     ]

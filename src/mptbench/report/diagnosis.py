@@ -36,6 +36,14 @@ def hardware_sentence(row: pd.Series) -> str:
             f"{_has(row, 'fast_bfloat16', 'bfloat16 Tensor Cores')} (8.0 or higher)."
         )
     flags = row["cpu_flags"] if isinstance(row["cpu_flags"], str) else "none recorded"
+    backend = row.get("backend", "tensorflow")
+    if isinstance(backend, str) and backend != "tensorflow":
+        # What the CPU flags give another framework's compiler is not known in advance: the
+        # calibrated peaks (the next lines) measure it.
+        return (
+            f"{name} (cpu_flags: {flags}) on {backend}: which of these its CPU kernels use "
+            f"shows in {backend}'s calibrated peaks."
+        )
     # TensorFlow's CPU kernels reach fast float16 only through oneDNN on AMX-FP16, and fast
     # bfloat16 through oneDNN on AMX-BF16 or AVX512_BF16 (AVX512_FP16 alone is not used).
     return (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mptbench.report.summary import groups
+from mptbench.report.summary import GROUP_KEYS, groups
 
 FAILED = ("oom", "killed", "nonfinite", "unsupported")
 
@@ -41,15 +41,15 @@ def speedup_words(row: pd.Series) -> str:
 
 
 def lines(summary: pd.DataFrame) -> list[str]:
-    """One line per (model, variant, device)."""
+    """One line per (model, backend, variant, device)."""
     out = []
-    for (model, variant, device), rows in groups(summary):
+    for (model, backend, variant, device), rows in groups(summary):
         top = best(rows)
         speedup = f"best {speedup_words(top)}" if top is not None else "no speedup measured"
         n = counts(rows)
         out.append(
-            f"{model} on {variant} · {device}: {speedup}; {n['ran']} of {len(rows)} cells ran, "
-            f"{n['over_budget']} over budget, {n['failed']} failed"
+            f"{model} on {backend} · {variant} · {device}: {speedup}; {n['ran']} of {len(rows)} "
+            f"cells ran, {n['over_budget']} over budget, {n['failed']} failed"
         )
     return out
 
@@ -58,8 +58,8 @@ def metrics_and_tags(summary: pd.DataFrame) -> tuple[dict[str, float], dict[str,
     """The headline as the sweep run's metrics (best speedup and interval per device, cell
     counts) and tags (which policy and batch size gave it)."""
     metrics, tags = {}, {}
-    for (model, variant, device), rows in groups(summary):
-        key = f"{model}.{variant}.{device}"
+    for group, rows in groups(summary):
+        key = ".".join(group)
         metrics |= {f"cells_{k}.{key}": v for k, v in counts(rows).items()}
         top = best(rows)
         if top is None:
@@ -95,11 +95,12 @@ def terminal_lines(
         f"  MLflow: {browse}",
         *(f"  {line}" for line in lines(summary)),
         *(f"  {line}" for line in models_compared(summary)),
+        *(f"  {line}" for line in backends_compared(summary)),
         "",
     ]
 
 
-def _model_words(model: str, top: pd.Series) -> str:
+def _words(name: str, top: pd.Series) -> str:
     verdict = top["speedup_verdict"] if isinstance(top["speedup_verdict"], str) else None
     interval = ""
     if pd.notna(top["speedup_ci_low"]):
@@ -107,20 +108,32 @@ def _model_words(model: str, top: pd.Series) -> str:
     figure = f"{top['speedup_vs_float32']:.2f}×{interval}"
     where = f"from {top['policy']} at batch {int(top['batch_size'])}"
     if verdict == "no measurable difference":
-        return f"{model} showed no measurable difference {where}, {figure}"
+        return f"{name} showed no measurable difference {where}, {figure}"
     verb = "gained" if verdict == "faster" or top["speedup_vs_float32"] > 1 else "ran at"
-    return f"{model} {verb} {figure} {where}"
+    return f"{name} {verb} {figure} {where}"
 
 
-def models_compared(summary: pd.DataFrame) -> list[str]:
-    """Per variant and device with several models: each model's best speedup, side by side."""
+def compared(summary: pd.DataFrame, axis: str) -> list[str]:
+    """Where the other group keys agree and `axis` (model or backend) takes several values:
+    each value's best speedup, side by side, one line per such place."""
+    others = [k for k in GROUP_KEYS if k != axis]
     out = []
-    for (variant, device), rows in summary.groupby(["variant", "device"], sort=True):
+    for key, rows in summary.groupby(others, sort=True):
         parts = [
-            _model_words(model, top)
-            for model, mine in rows.groupby("model", sort=True)
+            _words(str(name), top)
+            for name, mine in rows.groupby(axis, sort=True)
             if (top := best(mine)) is not None
         ]
         if len(parts) >= 2:
-            out.append(f"On {variant} · {device}: " + "; ".join(parts) + ".")
+            out.append(f"On {' · '.join(map(str, key))}: " + "; ".join(parts) + ".")
     return out
+
+
+def models_compared(summary: pd.DataFrame) -> list[str]:
+    """Per backend, variant and device with several models: each model's best speedup."""
+    return compared(summary, "model")
+
+
+def backends_compared(summary: pd.DataFrame) -> list[str]:
+    """Per model, variant and device with several backends: each backend's best speedup."""
+    return compared(summary, "backend")

@@ -6,7 +6,8 @@ import pandas as pd
 
 from mptbench.config.layout import GROUP_DIAGNOSIS, GROUP_TABLE, PUBLISHED_PLOT, group_file
 from mptbench.report import sections
-from mptbench.report.headline import models_compared
+from mptbench.report.headline import backends_compared, models_compared
+from mptbench.report.summary import GROUP_KEYS
 from mptbench.report.variants import variants_section
 
 CSS = """
@@ -30,7 +31,8 @@ nav ul { display: flex; flex-wrap: wrap; gap: .3rem 1.2rem; padding-left: 1rem; 
 """
 
 HOW_TO_READ = (
-    "Each table is one model with one TensorFlow variant on one device. Rows are batch sizes; "
+    "Each table is one model on one Keras backend with one variant on one device. Rows are "
+    "batch sizes; "
     "for each dtype policy a cell gives the median milliseconds per training step (smaller is "
     "faster) with its 95% confidence interval beneath it: each cell is timed in train.repeats "
     "separate processes until its median is known to train.precision, and the interval (a "
@@ -68,8 +70,11 @@ def render_html(
     unique = sections.unique
     meta = (
         f"Model {unique(summary['model'])} on {unique(summary['dataset'])} at "
-        f"{unique(summary['image_size'])} px; TensorFlow {unique(summary['tensorflow'])}, "
-        f"Keras {unique(summary['keras'])}; host {unique(summary['host'])}."
+        f"{unique(summary['image_size'])} px; backend {unique(summary['backend'])}; "
+        f"TensorFlow {unique(summary['tensorflow'])}, "
+        + (f"JAX {unique(summary['jax'])}, " if summary["jax"].notna().any() else "")
+        + f"Keras {unique(summary['keras'])}; "
+        f"host {unique(summary['host'])}."
     )
     return (
         _env()
@@ -79,8 +84,9 @@ def render_html(
             css=markupsafe.Markup(CSS),  # our own constant, not data
             meta=meta,
             how_to_read=HOW_TO_READ,
-            models_compared=models_compared(summary),
+            compared=models_compared(summary) + backends_compared(summary),
             groups=sections.all_groups(summary, breakdown),
+            backends=sections.backends(summary),
             variants=variants_section(summary),
             accuracy=sections.accuracy(summary),
             published=sections.published_section(summary, published) | {"plot": PUBLISHED_PLOT},
@@ -105,10 +111,11 @@ def _csv_table(table: dict) -> str:
 
 
 def render_group_files(summary: pd.DataFrame, breakdown: pd.DataFrame) -> dict[str, bytes]:
-    """Per (model, variant, device): its policy table as CSV and its diagnosis as a page."""
+    """Per (model, backend, variant, device): its policy table as CSV and its diagnosis as a
+    page."""
     files = {}
     for g in sections.all_groups(summary, breakdown):
-        key = (g["model"], g["variant"], g["device"])
+        key = tuple(g[k] for k in GROUP_KEYS)
         files[group_file(*key, GROUP_TABLE)] = _csv_table(g["table"]).encode()
         page = _env().get_template("diagnosis.html.j2").render(group=g)
         files[group_file(*key, GROUP_DIAGNOSIS)] = page.encode()

@@ -208,13 +208,13 @@ def breakdown_figure(cells: pd.DataFrame, title: str) -> bytes:
 def render_plots(
     summary: pd.DataFrame, published: pd.DataFrame, short_name, breakdown: pd.DataFrame
 ) -> dict[str, bytes]:
-    """PNG bytes by file name, relative to the report folder: per (model, variant, device) its
+    """PNG bytes by file name, relative to the report folder: per report group its
     ms/step, speedup, TFLOP/s and breakdown plots; and the published devices' ms/step.
     `short_name(row)` names a device in a title."""
     plots = {}
     for key, rows in groups(summary):
-        model, variant, device = key
-        title = f"{model}, {variant} · {device}: {short_name(rows.iloc[0])}"
+        model, backend, variant, device = key
+        title = f"{model} on {backend}, {variant} · {device}: {short_name(rows.iloc[0])}"
         cells = breakdown[(breakdown[GROUP_KEYS] == pd.Series(key, index=GROUP_KEYS)).all(axis=1)]
         figures = {
             "ms_per_step.png": ms_per_step_figure(rows, title),

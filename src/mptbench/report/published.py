@@ -37,8 +37,9 @@ def compare_with_published(summary: pd.DataFrame, published: pd.DataFrame) -> st
         if not s.empty:
             theirs.append(f"{percent_range(s)} on the {device}")
     ours = [
-        f"{policy} {_ours(rows, policy)} for {model} on {variant} · {device}{_hardware(rows)}"
-        for (model, variant, device), rows in groups(summary)
+        f"{policy} {_ours(rows, policy)} for {model} on {backend} · {variant} · {device}"
+        f"{_hardware(rows)}"
+        for (model, backend, variant, device), rows in groups(summary)
         for policy in policies(rows)
         if policy != "float32" and not speedup_range(rows, policy).empty
     ]

@@ -48,10 +48,11 @@ def load_records(source: str | Path | list[str | Path]) -> list[dict[str, Any]]:
     return records
 
 
-def load_calibrations(paths: list[str | Path]) -> dict[tuple[str, str], dict[str, Any]]:
-    """The calibrate rule's peaks, keyed by (variant, device)."""
+def load_calibrations(paths: list[str | Path]) -> dict[tuple[str, ...], dict[str, Any]]:
+    """The calibrate rule's peaks, keyed by (backend, variant, device)."""
     peaks = {}
     for path in paths:
         data = _read(Path(path), "calibration")
-        peaks[(str(data.get("variant")), str(data.get("device")))] = data
+        key = (str(data.get("backend") or "tensorflow"), str(data["variant"]), str(data["device"]))
+        peaks[key] = data
     return peaks

@@ -15,7 +15,7 @@ from mptbench.report.published import (
     compare_with_published,
 )
 from mptbench.report.summary import GROUP_KEYS, groups, policies
-from mptbench.report.tables import cell, fmt_ms, plain_table, policy_table
+from mptbench.report.tables import backends_table, cell, fmt_ms, plain_table, policy_table
 
 PLOT_ALT = {
     "ms_per_step.png": "median ms per step against batch size, per policy, with 95% intervals",
@@ -42,7 +42,7 @@ def accuracy(summary: pd.DataFrame) -> dict | None:
     if acc.empty:
         return None
     table = acc.pivot_table(
-        index=["model", "variant", "device", "batch_size"],
+        index=[*GROUP_KEYS, "batch_size"],
         columns="policy",
         values="final_val_accuracy",
         aggfunc="last",
@@ -125,13 +125,11 @@ def comparison_table(comparison: dict) -> dict:
 
 
 def group(key: tuple, rows: pd.DataFrame, breakdown: pd.DataFrame) -> dict:
-    """One (model, variant, device): its table, plots, where its time went, its diagnosis."""
-    model, variant, device = key
+    """One (model, backend, variant, device): its table, plots, where its time went, its
+    diagnosis."""
     mine = breakdown[(breakdown[GROUP_KEYS] == pd.Series(key, index=GROUP_KEYS)).all(axis=1)]
     return {
-        "model": model,
-        "variant": variant,
-        "device": device,
+        **dict(zip(GROUP_KEYS, key, strict=True)),
         "label": device_label(rows.iloc[0]),
         "table": policy_table(rows),
         "plots": [{"src": group_file(*key, p), "alt": PLOT_ALT[p]} for p in GROUP_PLOTS],
@@ -141,6 +139,16 @@ def group(key: tuple, rows: pd.DataFrame, breakdown: pd.DataFrame) -> dict:
         "not_profiled": not_profiled(rows, mine),
         "diagnosis": diagnose(rows),
     }
+
+
+def backends(summary: pd.DataFrame) -> list[dict]:
+    """Per model, variant and device run on several backends: the backends side by side."""
+    out = []
+    for (model, variant, device), rows in summary.groupby(["model", "variant", "device"]):
+        if rows["backend"].nunique() >= 2:
+            title = f"{model} · {variant} · {device}: {device_label(rows.iloc[0])}"
+            out.append({"title": title, "table": backends_table(rows)})
+    return out
 
 
 def all_groups(summary: pd.DataFrame, breakdown: pd.DataFrame) -> list[dict]:

@@ -14,8 +14,8 @@ from mptbench.policies import policy_of_record
 from mptbench.record import COLUMNS, FIELDS
 
 BASELINE = "float32"
-# A report group: one model with one TensorFlow variant on one device.
-GROUP_KEYS = ["model", "variant", "device"]
+# A report group: one model on one Keras backend, with one variant, on one device.
+GROUP_KEYS = ["model", "backend", "variant", "device"]
 CELL_KEYS = [*GROUP_KEYS, "batch_size"]
 
 
@@ -93,13 +93,14 @@ def row_of(record: dict[str, Any], calibrations: dict) -> dict[str, Any]:
     row = {f.name: f.read(record) for f in FIELDS if not f.derived}
     row["compute_dtype"] = policy_of_record(record).compute_dtype
     row["variant"] = row["variant"] or "default"
+    row["backend"] = row["backend"] or "tensorflow"  # records from before backends were an axis
     row["repeats"] = len(record.get("repeats") or []) or None
     classes = (record.get("breakdown") or {}).get("classes_ms")
     row["breakdown_total_ms"] = sum(classes.values()) if classes else None
     row.update(hardware(record))
     unused = (record.get("fingerprint") or {}).get("tf_unused_cpu_instructions")
     row["tf_unused_cpu_instructions"] = " ".join(unused or []) or None
-    calibration = calibrations.get((row["variant"], str(record["device"])))
+    calibration = calibrations.get((row["backend"], row["variant"], str(record["device"])))
     row.update(peaks(calibration, row["compute_dtype"], row))
     return row
 
@@ -165,10 +166,10 @@ def add_speedup(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def summarise(
-    records: list[dict[str, Any]], calibrations: dict[tuple[str, str], dict] | None = None
+    records: list[dict[str, Any]], calibrations: dict[tuple[str, ...], dict] | None = None
 ) -> pd.DataFrame:
-    """One row per record, the columns of summary.csv, sorted by model, variant, device, policy
-    and batch size."""
+    """One row per record, the columns of summary.csv, sorted by model, backend, variant,
+    device, policy and batch size."""
     df = pd.DataFrame([row_of(r, calibrations or {}) for r in records], columns=COLUMNS)
     for f in FIELDS:
         if f.numeric:
@@ -188,7 +189,7 @@ def policies(rows: pd.DataFrame) -> list[str]:
 
 
 def groups(summary: pd.DataFrame) -> list[tuple[tuple[str, str, str], pd.DataFrame]]:
-    """Our runs per (model, variant, device), in the summary's order."""
+    """Our runs per (model, backend, variant, device), in the summary's order."""
     return [(key, rows) for key, rows in summary.groupby(GROUP_KEYS, sort=True)]
 
 

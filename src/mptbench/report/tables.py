@@ -77,14 +77,22 @@ def _speedup_of(row: pd.Series | None) -> dict:
     )  # fmt: skip
 
 
-def policy_table(rows: pd.DataFrame) -> dict:
+def policy_label(rows: pd.DataFrame, policy: str) -> str:
+    """A policy's column name: "float32 (TF32)" where its float32 ran as TF32 (GPUs from
+    Ampere on, unless device.gpu.tf32=false)."""
+    mine = rows[rows["policy"] == policy]
+    tf32 = "tf32" in mine and bool(mine["tf32"].fillna(False).astype(bool).any())
+    return f"{policy} (TF32)" if tf32 and policy == "float32" else policy
+
+
+def policy_table(rows: pd.DataFrame, pols: list[str] | None = None) -> dict:
     """Rows batch size; per policy ms/step, and per mixed policy its speedup over float32."""
-    pols = policies(rows)
+    pols = pols or policies(rows)
     keys = ["batch_size", "policy"]
     cells = rows.drop_duplicates(keys, keep="last").set_index(keys)
     head = [cell("batch size")]
     for p in pols:
-        head.append(cell(p, small="ms/step"))
+        head.append(cell(policy_label(rows, p), small="ms/step"))
         if p != "float32":
             head.append(cell(p, small="speedup vs float32"))
     body = []
@@ -96,6 +104,21 @@ def policy_table(rows: pd.DataFrame) -> dict:
             if p != "float32":
                 tds.append(_speedup_of(row))
         body.append(tds)
+    return {"head": head, "rows": body}
+
+
+def backends_table(rows: pd.DataFrame) -> dict:
+    """One model, variant and device on several backends: rows batch size and backend, columns
+    as in policy_table (every speedup is over the same backend's float32)."""
+    pols = policies(rows)
+    head, body = None, []
+    tables = {b: policy_table(mine, pols) for b, mine in rows.groupby("backend", sort=True)}
+    for batch_size in sorted(set(rows["batch_size"])):
+        for backend, table in tables.items():
+            head = head or [table["head"][0], cell("backend"), *table["head"][1:]]
+            for tds in table["rows"]:
+                if tds[0]["text"] == int(batch_size):
+                    body.append([tds[0], cell(backend, "text"), *tds[1:]])
     return {"head": head, "rows": body}
 
 

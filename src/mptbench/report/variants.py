@@ -13,7 +13,7 @@ SETTINGS = ["wheel", "tensorflow", "onednn", "xla", "tf_unused_cpu_instructions"
 def variant_speedups(summary: pd.DataFrame) -> pd.DataFrame:
     """speedup_vs_pypi: pypi's ms/step over each variant's, same device, policy and batch size."""
     ok = summary[(summary["outcome"] == "ok") & (summary["ms_per_step"] > 0)]
-    keys = ["model", "device", "policy", "batch_size"]
+    keys = ["model", "backend", "device", "policy", "batch_size"]
     base = ok[ok["variant"] == BASELINE].groupby(keys)["ms_per_step"].median().rename("_pypi_ms")
     out = ok.merge(base.reset_index(), on=keys, how="left")
     out["speedup_vs_pypi"] = out["_pypi_ms"] / out["ms_per_step"]
@@ -40,7 +40,8 @@ def _table(rows: pd.DataFrame, variants: list[str]) -> dict:
 
 
 def variants_section(summary: pd.DataFrame) -> dict | None:
-    """Per device and policy, the variants side by side; None with a single variant."""
+    """Per device and policy, TensorFlow's variants side by side; None with a single one."""
+    summary = summary[summary["backend"] == "tensorflow"]
     variants = list(dict.fromkeys(summary["variant"]))
     if len(variants) < 2:
         return None

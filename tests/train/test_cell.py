@@ -1,10 +1,12 @@
 """One repeat of a grid cell, trained for real in this process: its steps and outcomes."""
 
 import copy
+import statistics
 from pathlib import Path
 
 import pytest
 
+from mptbench import backends
 from mptbench.config import Cell, compose_config, run_config
 from mptbench.train.budget import probe_cell
 from mptbench.train.cell import run_repeat
@@ -15,15 +17,22 @@ pytestmark = pytest.mark.slow
 
 def _run(policy="float32", batch_size=8, **train):
     cfg = compose_config(CONF, "smoke")
-    run = copy.deepcopy(run_config(cfg, Cell("seed_convnet", "pypi", "cpu", policy, batch_size)))
+    cell = Cell("seed_convnet", "tensorflow", "pypi", "cpu", policy, batch_size)
+    run = copy.deepcopy(run_config(cfg, cell))
     run["train"].update(train)
     return run
 
 
-def test_a_repeat_times_its_steps_and_its_twin(prepared32):
+@pytest.fixture(scope="module")
+def tf():
+    """TensorFlow started as a cell's process starts it."""
+    return backends.start("tensorflow")
+
+
+def test_a_repeat_times_its_steps_and_its_twin(tf, prepared32):
     run = _run(epochs=2, steps_per_epoch=4, warmup_steps=2, timed_steps=6, min_timed_steps=3,
                precision=None)  # fmt: skip
-    result = run_repeat(run, prepared32, repeat=0)
+    result = run_repeat(tf, run, prepared32, repeat=0)
     assert result["outcome"] == "ok" and result["reason"] is None
     assert len(result["step_s"]) == 6  # 8 steps in all, the first 2 warm-up
     assert result["stopped_by"] == "steps"
@@ -35,45 +44,70 @@ def test_a_repeat_times_its_steps_and_its_twin(prepared32):
     assert result["fingerprint"]["gpu"] is None and result["fingerprint"]["xla"] is False
 
 
-def test_timed_steps_account_for_the_timed_wall_time(prepared32):
+def test_timed_steps_account_for_the_timed_wall_time(tf, prepared32):
     run = _run(batch_size=16, epochs=2, steps_per_epoch=6, warmup_steps=2, timed_steps=10,
                min_timed_steps=10, precision=None, synthetic_twin=False)  # fmt: skip
-    result = run_repeat(run, prepared32, repeat=0)
+    result = run_repeat(tf, run, prepared32, repeat=0)
     assert len(result["step_s"]) == 10
     # The timed steps span two epochs; validation between them is not counted as step time.
     assert sum(result["step_s"]) == pytest.approx(result["timed_wall_s"], rel=0.05)
 
 
-def test_the_time_budget_stops_after_the_minimum_steps(prepared32):
+def test_the_time_budget_stops_after_the_minimum_steps(tf, prepared32):
     run = _run(epochs=1, steps_per_epoch=50, warmup_steps=1, timed_steps=None,
                min_timed_steps=3, time_budget_s=1e-6, precision=None, validate=False,
                synthetic_twin=False)  # fmt: skip
-    result = run_repeat(run, prepared32, repeat=0)
+    result = run_repeat(tf, run, prepared32, repeat=0)
     assert result["outcome"] == "ok" and len(result["step_s"]) == 3
     assert result["stopped_by"] == "budget"
 
 
-def test_a_first_timed_step_over_the_limit_ends_the_repeat_over_budget(prepared32):
+def test_a_first_timed_step_over_the_limit_ends_the_repeat_over_budget(tf, prepared32):
     run = _run(epochs=1, steps_per_epoch=20, warmup_steps=1, min_timed_steps=3,
                max_step_seconds=1e-6, synthetic_twin=False, validate=False)  # fmt: skip
-    result = run_repeat(run, prepared32, repeat=0)
+    result = run_repeat(tf, run, prepared32, repeat=0)
     assert result["outcome"] == "over_budget" and len(result["step_s"]) == 1
     assert result["reason"].startswith("the first timed step took")
 
 
-def test_an_exploding_loss_is_recorded_as_nonfinite(prepared32):
+def test_an_exploding_loss_is_recorded_as_nonfinite(tf, prepared32):
     run = _run(epochs=1, steps_per_epoch=6, warmup_steps=1, timed_steps=4, min_timed_steps=1)
     run["model"]["learning_rate"] = 1e38
-    result = run_repeat(run, prepared32, repeat=0)
+    result = run_repeat(tf, run, prepared32, repeat=0)
     assert result["outcome"] == "nonfinite"
     assert "loss became" in result["reason"]
 
 
-def test_the_probe_times_two_batch_sizes(prepared32):
-    probe = probe_cell(_run(probe_batch_sizes=[2, 4], max_step_seconds=None), prepared32)
+def test_the_probe_times_two_batch_sizes(tf, prepared32):
+    probe = probe_cell(tf, _run(probe_batch_sizes=[2, 4], max_step_seconds=None), prepared32)
     assert [p["batch_size"] for p in probe["points"]] == [2, 4]
     assert all(len(p["steps_s"]) == 3 and p["step_s"] > 0 for p in probe["points"])
-    assert (probe["variant"], probe["device"], probe["policy"]) == ("pypi", "cpu", "float32")
+    assert (probe["backend"], probe["variant"], probe["device"], probe["policy"]) == (
+        "tensorflow",
+        "pypi",
+        "cpu",
+        "float32",
+    )
     # A limit no step can meet: the probe stops after its first step at the smaller size.
-    stopped = probe_cell(_run(probe_batch_sizes=[2, 4], max_step_seconds=1e-6), prepared32)
+    stopped = probe_cell(tf, _run(probe_batch_sizes=[2, 4], max_step_seconds=1e-6), prepared32)
     assert [len(p["steps_s"]) for p in stopped["points"]] == [1]
+
+
+def test_steps_timed_in_blocks_agree_with_steps_timed_one_by_one(tf, prepared32):
+    """On a GPU the loss is read back once per block of steps; per-step times derived from
+    blocks must match those timed step by step (here on the CPU, runs interleaved, with steps
+    long enough that the host's per-step work, which blocks save, is under 5% of a step)."""
+    medians = {1: [], 4: []}
+    for _ in range(2):
+        for block in (1, 4):
+            run = _run(batch_size=128, epochs=1, steps_per_epoch=28, warmup_steps=4,
+                       timed_steps=None, min_timed_steps=1, precision=None, time_budget_s=None,
+                       validate=False, synthetic_twin=False)  # fmt: skip
+            run["device"]["block_steps"] = block
+            result = run_repeat(tf, run, prepared32, repeat=0)
+            assert result["outcome"] == "ok"
+            assert len(result["step_s"]) == 24 // block  # samples: steps, or blocks of 4
+            assert result["steps_per_sample"] == block
+            medians[block].append(statistics.median(result["step_s"]))
+    one_by_one, in_blocks = min(medians[1]), min(medians[4])
+    assert in_blocks == pytest.approx(one_by_one, rel=0.05), medians

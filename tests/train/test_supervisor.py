@@ -27,7 +27,8 @@ pytestmark = pytest.mark.slow
 def _run(**train):
     cfg = compose_config(CONF, "smoke")
     run = run_config(
-        cfg, Cell("seed_convnet", "pypi", "cpu", "float32", train.pop("batch_size", 8))
+        cfg,
+        Cell("seed_convnet", "tensorflow", "pypi", "cpu", "float32", train.pop("batch_size", 8)),
     )
     run["train"].update(train)
     return run

@@ -2,6 +2,7 @@
 
 from _job import run
 
+from mptbench.data import synthetic
 from mptbench.data.builder import DatasetError
 from mptbench.data.cache import prepare
 from mptbench.files import write_json
@@ -9,6 +10,9 @@ from mptbench.files import write_json
 
 def work():
     params = snakemake.params
+    if params.builder == synthetic.BUILDER:
+        write_json(snakemake.output.info, synthetic.prepared_info(params.dataset))
+        return
     info = prepare(
         snakemake.input.archive, params.name, params.image_size, params.data_dir,
         threads=snakemake.threads, kind=params.builder, source=params.url,

@@ -14,8 +14,9 @@ import statistics
 import time
 from typing import Any
 
-from mptbench.devices import require_visible
+from mptbench.backends import Session
 from mptbench.policies import Policy
+from mptbench.train.feed import random_batch
 from mptbench.train.models import build_model, jit_setting, one_hot_labels
 
 PROBE_STEPS = 3  # timed steps per probe batch size (after one that compiles); their median
@@ -25,7 +26,7 @@ PROBE_STEPS = 3  # timed steps per probe batch size (after one that compiles); t
 PREDICTION_TOLERANCE = 0.3
 
 
-def _time_steps(tf, model, x, y, limit: float | None) -> dict[str, Any]:
+def _time_steps(model, x, y, limit: float | None) -> dict[str, Any]:
     started = time.perf_counter()
     model.train_on_batch(x, y)  # traces and compiles
     first = time.perf_counter() - started
@@ -39,26 +40,27 @@ def _time_steps(tf, model, x, y, limit: float | None) -> dict[str, Any]:
     return {"first_step_s": first, "steps_s": steps, "step_s": statistics.median(steps)}
 
 
-def probe_cell(run: dict, prepared: dict) -> dict[str, Any]:
+def probe_cell(session: Session, run: dict, prepared: dict) -> dict[str, Any]:
     """Median step seconds at each of train.probe_batch_sizes, on random in-memory data."""
-    import tensorflow as tf
-
-    require_visible(tf, run["device"]["name"])
+    session.require_gpu(run["device"]["name"])
     size, limit = prepared["image_size"], run["train"]["max_step_seconds"]
     input_shape, num_classes = (size, size, 3), len(prepared["classes"])
     policy = Policy.of(run["policy"]["name"], run["policy"])
     jit = jit_setting(run["variant"]["jit_compile"])
     model = build_model(run["model"], input_shape, num_classes, policy, jit)
+    to_tensor = session.keras.ops.convert_to_tensor
     points = []
     for batch_size in run["train"]["probe_batch_sizes"]:
-        x = tf.random.uniform((batch_size, *input_shape), seed=run["seed"])
-        y = tf.zeros((batch_size,), dtype=tf.int64)
-        y = tf.one_hot(y, num_classes) if one_hot_labels(run["model"]) else y
-        points.append({"batch_size": batch_size, **_time_steps(tf, model, x, y, limit)})
+        x, y = random_batch(
+            run["seed"], batch_size, input_shape, num_classes, one_hot_labels(run["model"])
+        )
+        timed = _time_steps(model, to_tensor(x), to_tensor(y), limit)
+        points.append({"batch_size": batch_size, **timed})
         if limit and points[-1]["step_s"] > limit:
             break  # a larger batch is only slower
     cell = run["cell"]
     return {
+        "backend": session.name,
         "variant": cell["variant"],
         "device": cell["device"],
         "policy": run["policy"]["name"],

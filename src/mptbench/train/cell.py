@@ -8,28 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from mptbench.data.pipeline import input_pipeline
-from mptbench.devices import require_visible
+from mptbench.backends import Session, tf32_effective
 from mptbench.measure.fingerprint import fingerprint
 from mptbench.policies import Policy
-from mptbench.train import timing
-from mptbench.train.models import build_model, jit_setting, one_hot_labels
-from mptbench.train.outcomes import classify_error
+from mptbench.train import feed, timing
+from mptbench.train.models import build_model, jit_setting
 from mptbench.train.synthetic import synthetic_twin
 
-
-def _pipelines(tf, run: dict, prepared: dict, num_classes: int):
-    batch_size = run["cell"]["batch_size"]
-    pipeline = {
-        "input_cfg": run["dataset"]["input"],
-        "seed": run["seed"],
-        "one_hot_classes": num_classes if one_hot_labels(run["model"]) else 0,
-    }
-    train_ds = input_pipeline(tf, prepared, "train", batch_size, training=True, **pipeline)
-    val_ds = None
-    if run["train"]["validate"]:
-        val_ds = input_pipeline(tf, prepared, "validation", batch_size, training=False, **pipeline)
-    return train_ds, val_ds
+# Op-level profiles are read from TensorFlow's profiler (measure/profile.py).
+PROFILED_BACKENDS = ("tensorflow",)
 
 
 def _timer(train_cfg: dict):
@@ -46,15 +33,17 @@ def _timer(train_cfg: dict):
     )
 
 
-def _fit(tf, run: dict, prepared: dict, result: dict):
+def _fit(session: Session, run: dict, prepared: dict, result: dict):
     """Build the model and fit it with the step timer; returns (model, timer)."""
     train_cfg, size = run["train"], prepared["image_size"]
     input_shape, num_classes = (size, size, 3), len(prepared["classes"])
     policy = Policy.of(run["policy"]["name"], run["policy"])
     jit = jit_setting(run["variant"]["jit_compile"])
-    model = build_model(run["model"], input_shape, num_classes, policy, jit)
+    model = build_model(
+        run["model"], input_shape, num_classes, policy, jit, timing.block_steps(run)
+    )
     result["fingerprint"]["xla"] = bool(model.jit_compile)
-    train_ds, val_ds = _pipelines(tf, run, prepared, num_classes)
+    train_ds, val_ds = feed.cell_data(session, run, prepared)
     steps = train_cfg["steps_per_epoch"] or max(
         1, prepared["splits"]["train"] // run["cell"]["batch_size"]
     )
@@ -66,7 +55,7 @@ def _fit(tf, run: dict, prepared: dict, result: dict):
     return model, timer
 
 
-def _judge(tf, run: dict, prepared: dict, result: dict, model, clock) -> None:
+def _judge(session: Session, run: dict, prepared: dict, result: dict, model, clock) -> None:
     """The outcome of a fit that ran, and what an ok one measured beyond its steps."""
     limit = run["train"]["max_step_seconds"]
     if clock.nonfinite:
@@ -85,13 +74,11 @@ def _judge(tf, run: dict, prepared: dict, result: dict, model, clock) -> None:
         )
     else:
         result["outcome"] = "ok"
-        batch_size, size = run["cell"]["batch_size"], prepared["image_size"]
         if run["train"]["synthetic_twin"]:
             print("synthetic twin: the same steps on in-memory random data", flush=True)
             result["synthetic_step_s"] = synthetic_twin(
-                tf, model, run, (size, size, 3), len(prepared["classes"]), batch_size,
-                len(clock.step_seconds),
-            )  # fmt: skip
+                session, model, run, prepared, run["cell"]["batch_size"], len(clock.step_seconds)
+            )
 
 
 def _timing(result: dict, clock) -> None:
@@ -101,6 +88,7 @@ def _timing(result: dict, clock) -> None:
         stopped_by=clock.stopped_by,
         half_width=clock.half_width,
         warmup_s=clock.warmup_seconds,
+        steps_per_sample=clock.steps_per_sample,
         epochs=clock.epochs,
     )
 
@@ -113,67 +101,78 @@ def _optimizer_scope(model) -> str | None:
     return getattr(optimizer, "name", None)
 
 
-def _profile(tf, model, run: dict, prepared: dict, result: dict, profile_dir: str) -> None:
+def _profile(session: Session, model, run: dict, prepared: dict, result: dict, path: str):
     """train.profile_steps more steps under the profiler, after the timed ones; the raw
-    profile goes to profile_dir. One step first lets the new input iterator settle."""
-    import keras
-
-    steps = run["train"]["profile_steps"]
-    train_ds, _ = _pipelines(tf, run, prepared, len(prepared["classes"]))
+    profile goes to `path`. One step (or block) first lets the new input iterator settle."""
+    tf, keras = session.framework, session.keras
+    steps, block = run["train"]["profile_steps"], timing.block_steps(run)
+    train_ds, _ = feed.cell_data(session, run, prepared)
     options = tf.profiler.experimental.ProfilerOptions(
         host_tracer_level=2, python_tracer_level=0, device_tracer_level=1
     )
 
     class Profiler(keras.callbacks.Callback):
         def on_train_batch_begin(self, batch, logs=None):
-            if batch == 1:
-                tf.profiler.experimental.start(profile_dir, options=options)
+            if batch == block:  # the second call: the first block has run
+                tf.profiler.experimental.start(path, options=options)
 
         def on_train_end(self, logs=None):
             tf.profiler.experimental.stop()
 
-    timer = timing.make_step_timer(1, steps, steps, None)
-    model.fit(train_ds, epochs=1, steps_per_epoch=1 + steps, callbacks=[Profiler(), timer],
-              verbose=0, shuffle=False)  # fmt: skip
+    timer = timing.make_step_timer(block, steps, steps, None)
+    model.fit(train_ds, epochs=1, steps_per_epoch=(1 + steps) * block,
+              callbacks=[Profiler(), timer], verbose=0, shuffle=False)  # fmt: skip
     result["profile"] = {
-        "dir": profile_dir,
-        "steps": steps,
+        "dir": path,
+        "steps": steps * block,
         "step_s": timer.clock.step_seconds,
         "scopes": {"model_scope": model.name, "optimizer_scope": _optimizer_scope(model)},
     }
 
 
+def _start_facts(session: Session, run: dict) -> dict[str, Any]:
+    """The fingerprint, after the GPU check and the TF32 setting (recorded as effective)."""
+    device = run["cell"]["device"]
+    session.require_gpu(device)
+    facts = fingerprint(session.backend, session.framework, session.keras, device)
+    allowed = bool(run["device"].get("tf32", True))
+    if facts["gpu"]:
+        session.set_tf32(allowed)
+    facts["tf32"] = tf32_effective(allowed, device, (facts["gpu"] or {}).get("compute_capability"))
+    return facts | session.facts
+
+
 def run_repeat(
+    session: Session,
     run: dict,
     prepared: dict,
     repeat: int,
-    startup: dict | None = None,
     profile_dir: str | None = None,
 ) -> dict:
     """Train and time one repeat; known failures become its outcome, others are raised.
 
     With `profile_dir` (and train.profile_steps > 0), an ok repeat is then profiled."""
-    import keras
-    import tensorflow as tf
-
-    device = run["cell"]["device"]
-    require_visible(tf, device)
-    keras.utils.set_random_seed(run["seed"])
-    facts = fingerprint(tf, keras, device) | (startup or {})
+    session.keras.utils.set_random_seed(run["seed"])
     result: dict[str, Any] = {
         "repeat": repeat,
         "outcome": None,
         "reason": None,
-        "fingerprint": facts,
+        "fingerprint": _start_facts(session, run),
     }
     timer = None
     try:
-        model, timer = _fit(tf, run, prepared, result)
-        _judge(tf, run, prepared, result, model, timer.clock)
+        model, timer = _fit(session, run, prepared, result)
+        _judge(session, run, prepared, result, model, timer.clock)
         if result["outcome"] == "ok" and profile_dir and run["train"]["profile_steps"]:
-            _profile(tf, model, run, prepared, result, profile_dir)
+            if session.name in PROFILED_BACKENDS:
+                _profile(session, model, run, prepared, result, profile_dir)
+            else:
+                result["profile_note"] = (
+                    "op-level profiles are read for the tensorflow backend only, "
+                    f"not {session.name}"
+                )
     except Exception as exc:  # noqa: BLE001 - classified below, re-raised when unknown
-        outcome = classify_error(tf, exc)
+        outcome = session.classify(exc)
         if outcome is None:
             raise
         result["outcome"], result["reason"] = outcome

@@ -97,6 +97,9 @@ def combine(record: dict[str, Any], repeats: list[dict], batch_size: int) -> Non
     record["repeats"] = [_per_repeat(r) for r in repeats]
     if repeats and repeats[0].get("fingerprint"):
         record["fingerprint"] = repeats[0]["fingerprint"]
+    notes = [r["profile_note"] for r in repeats if r.get("profile_note")]
+    if notes:
+        record["profile_note"] = notes[0]
     timed = [r for r in repeats if r.get("step_s")]
     if not timed:
         return

@@ -29,8 +29,10 @@ def build_model(
     num_classes: int,
     policy: Policy,
     jit_compile: Any = "auto",
+    steps_per_execution: int = 1,
 ):
-    """Build and compile the configured model with `policy` as the global Keras policy."""
+    """Build and compile the configured model with `policy` as the global Keras policy;
+    `steps_per_execution` steps run per call of the compiled step (timing.py's blocks)."""
     import keras
 
     keras.mixed_precision.set_global_policy(policy.keras_name)
@@ -40,6 +42,7 @@ def build_model(
         loss=model_cfg["loss"],
         metrics=["accuracy"],
         jit_compile=jit_compile,
+        steps_per_execution=steps_per_execution,
     )
     return model
 

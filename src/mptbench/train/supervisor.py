@@ -51,7 +51,9 @@ class Trainer:
         record = Path(record)
         self.job_file = record.with_name(f".{record.name}.job")
         self.out = record.with_name(f".{record.name}.out")
-        self.env = process.environment(run["variant"].get("env"), run["device"]["name"])
+        self.env = process.environment(
+            run["variant"].get("env"), run["device"]["name"], (run.get("backend") or {}).get("name")
+        )
 
     def __call__(self, prepared: str, mode: str, repeat: int = 0) -> dict | tuple[str, str]:
         """The trainer's result; or, when it died of a signal, (outcome, reason)."""
@@ -133,10 +135,11 @@ def _log(mlrun, record: dict) -> None:
 
 
 def train_cell(
-    trainer: Trainer, prepared: str, tracking: dict, probe: dict | None, model_info=None
+    trainer: Trainer, prepared: str, tracking: dict | None, probe: dict | None, model_info=None
 ) -> dict:
-    """Every repeat of the cell, combined into its record, logged as one MLflow run."""
-    from mptbench.tracking import CellRun
+    """Every repeat of the cell, combined into its record, logged as one MLflow run (none
+    without `tracking`)."""
+    from mptbench.tracking import CellRun, NoRun
 
     run, started, info = trainer.run, time.monotonic(), read_json(prepared)
     record = base_record(run, info) | model_figures(model_info, run["cell"]["batch_size"])
@@ -145,10 +148,17 @@ def train_cell(
     record["fingerprint"] = (probe or {}).get("fingerprint")
     label = Cell(**run["cell"]).label
     tags = {"experiment": run["name"], "model": run["model"]["name"], "dataset": info["dataset"]}
-    with CellRun(tracking, label, f"{run['name']}:{label}", tags | run["cell"]) as mlrun:
+    cell_run = (
+        CellRun(tracking, label, f"{run['name']}:{label}", tags | run["cell"])
+        if tracking
+        else NoRun()
+    )
+    with cell_run as mlrun:
         mlrun.log_params({k: v for k, v in run.items() if k != "cell"} | {"cell": run["cell"]})
         mlrun.log_dataset(info)
-        record.update(mlflow_run_id=mlrun.run_id, mlflow_experiment_id=tracking["experiment_id"])
+        record.update(
+            mlflow_run_id=mlrun.run_id, mlflow_experiment_id=(tracking or {}).get("experiment_id")
+        )
         if verdict.get("outcome"):
             record["outcome"] = verdict["outcome"]
         else:
@@ -201,7 +211,8 @@ def supervise(
         else:
             probed = read_json(probe_file) if probe_file else None
             described = read_json(model_info) if model_info else None
-            result = train_cell(trainer, prepared, read_json(tracking), probed, described)
+            tracked = read_json(tracking) if tracking else None
+            result = train_cell(trainer, prepared, tracked, probed, described)
             print(f"{result['outcome']}: {_summary(result)}", file=sys.stderr, flush=True)
     except TrainerFailed as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)

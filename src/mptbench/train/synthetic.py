@@ -6,21 +6,17 @@ bottleneck (well above 1) from compute (about 1), and its FLOP rate is the compu
 
 from __future__ import annotations
 
-from mptbench.train import timing
-from mptbench.train.models import one_hot_labels
+from mptbench.backends import Session
+from mptbench.train import feed, timing
 
 
 def synthetic_twin(
-    tf, model, run: dict, input_shape, num_classes: int, batch_size: int, timed_steps: int
+    session: Session, model, run: dict, prepared: dict, batch_size: int, timed_steps: int
 ) -> list[float]:
     """Seconds of the twin's steps: until its median is known to train.precision (in-memory
     steps vary little, so that comes soon), at most as many as the real run timed and
     train.synthetic_max_steps."""
-    x = tf.random.uniform((batch_size, *input_shape), seed=run["seed"])
-    y = tf.random.uniform((batch_size,), maxval=num_classes, dtype=tf.int64, seed=run["seed"])
-    if one_hot_labels(run["model"]):
-        y = tf.one_hot(y, num_classes)
-    data = tf.data.Dataset.from_tensors((x, y)).repeat()
+    data = feed.in_memory(session, run, prepared, batch_size)
     timed_steps = min(timed_steps, run["train"]["synthetic_max_steps"])
     # The model is warm already; a few steps let the new input's function trace settle.
     warmup = max(2, run["train"]["warmup_steps"])
@@ -28,8 +24,9 @@ def synthetic_twin(
     timer = timing.make_step_timer(
         warmup, timed_steps, minimum, None, precision=run["train"]["precision"]
     )
+    block = timing.block_steps(run)  # a timed sample is a block of steps
     model.fit(
-        data, epochs=1, steps_per_epoch=warmup + timed_steps, callbacks=[timer], verbose=0,
-        shuffle=False,
+        data, epochs=1, steps_per_epoch=warmup + timed_steps * block, callbacks=[timer],
+        verbose=0, shuffle=False,
     )  # fmt: skip
     return timer.clock.step_seconds

@@ -12,11 +12,15 @@ from mptbench import stats
 
 
 class StepClock:
-    """Times every step; says when the timed phase has what it needs.
+    """Times every step, or every block of steps; says when the timed phase has what it needs.
 
     A step's time runs from batch begin to batch end, after reading the loss back to the host,
-    so it covers finished device work and the wait for input data. Framework-free: the Keras
-    callback (`make_step_timer`) feeds it.
+    so it covers finished device work and the wait for input data. With Keras'
+    steps_per_execution > 1 (device.<kind>.block_steps; on GPUs, where reading the loss back
+    after every step leaves the device idle between steps), Keras calls the callback once per
+    block: the block's time over its steps is one sample of the step time. Warm-up is counted
+    in steps; a block that starts inside it is warm-up. Framework-free: the Keras callback
+    (`make_step_timer`) feeds it.
     """
 
     def __init__(
@@ -39,7 +43,8 @@ class StepClock:
             step_limit_s,
         )
         self.step = 0
-        self.step_seconds: list[float] = []
+        self.step_seconds: list[float] = []  # one per step, or per block (its mean step)
+        self.steps_per_sample = 1
         self.warmup_seconds: list[float] = []
         # Wall time of the timed steps, epoch by epoch: validation and the epoch's end are
         # not steps, so the span between epochs is left out.
@@ -66,16 +71,20 @@ class StepClock:
     def batch_begin(self) -> None:
         self._t0 = self._now()
 
-    def batch_end(self, loss: float) -> bool:
-        """Record the step that just ended; True when `fit` should stop."""
+    def batch_end(self, loss: float, steps: int = 1) -> bool:
+        """Record the step (or block of `steps` steps) that just ended; True when `fit` should
+        stop."""
         now = self._now()
-        self.step += 1
-        if self.step <= self.warmup_steps or self._epoch < self.warmup_epochs:
-            self.warmup_seconds.append(now - self._t0)
+        warmup = self.step < self.warmup_steps or self._epoch < self.warmup_epochs
+        self.step += steps
+        per_step = (now - self._t0) / steps
+        if warmup:
+            self.warmup_seconds.append(per_step)
         else:
             if self._segment_start is None:
                 self._segment_start = self._t0
-            self.step_seconds.append(now - self._t0)
+            self.step_seconds.append(per_step)
+            self.steps_per_sample = max(self.steps_per_sample, steps)
             self._segment_end = now
         if not math.isfinite(loss):
             self.nonfinite = (self.step, loss)
@@ -110,6 +119,11 @@ class StepClock:
             self._segment_start = None
 
 
+def block_steps(run: dict) -> int:
+    """Steps per compiled call, and so per read-back of the loss: device.<kind>.block_steps."""
+    return int(run["device"].get("block_steps") or 1)
+
+
 def make_step_timer(*clock_args, **clock_kwargs):
     """A Keras callback around a StepClock (built lazily: importing Keras costs seconds)."""
     import keras
@@ -118,6 +132,7 @@ def make_step_timer(*clock_args, **clock_kwargs):
         def __init__(self):
             super().__init__()
             self.clock = StepClock(*clock_args, **clock_kwargs)
+            self.first_batch = 0
 
         def on_epoch_begin(self, epoch, logs=None):
             self.clock.epoch_begin(epoch)
@@ -126,11 +141,13 @@ def make_step_timer(*clock_args, **clock_kwargs):
             self.clock.epoch_end(epoch, logs)
 
         def on_train_batch_begin(self, batch, logs=None):
+            self.first_batch = batch
             self.clock.batch_begin()
 
         def on_train_batch_end(self, batch, logs=None):
             loss = float((logs or {}).get("loss", 0.0))  # reading it back waits for the device
-            if self.clock.batch_end(loss):
+            # Keras passes a block's first step to begin and its last to end.
+            if self.clock.batch_end(loss, steps=batch - self.first_batch + 1):
                 self.model.stop_training = True
 
         def on_train_end(self, logs=None):

@@ -41,22 +41,25 @@ def compose(policy: str, batch_size: int, args) -> dict:
     overrides = [f"dataset.image_size={args.image_size}", f"train.max_step_seconds={args.limit}",
                  "train.validate=false", "train.synthetic_twin=false"]  # fmt: skip
     cfg = compose_config(ROOT / "conf", None, overrides)
-    return run_config(cfg, Cell("pypi", "cpu", policy, batch_size))
+    return run_config(cfg, Cell("seed_convnet", "tensorflow", "pypi", "cpu", policy, batch_size))
 
 
 def measure(policy: str, batch_sizes: list[int], prepared: dict, args) -> list[dict]:
+    from mptbench import backends
     from mptbench.train.budget import assess, probe_cell
     from mptbench.train.cell import run_repeat
 
+    session = backends.start("tensorflow")
+
     started = time.monotonic()
-    probe = probe_cell(compose(policy, batch_sizes[0], args), prepared)
+    probe = probe_cell(session, compose(policy, batch_sizes[0], args), prepared)
     probe_s = time.monotonic() - started
     rows = []
     for batch_size in batch_sizes:
         run = compose(policy, batch_size, args)
         verdict = assess(run, probe)
         # Measured whatever the verdict: the point is to check it (the step guard stays on).
-        result = run_repeat(run, prepared, 0)
+        result = run_repeat(session, run, prepared, 0)
         measured = statistics.median(result["step_s"]) if result.get("step_s") else None
         predicted = verdict.get("predicted_step_s")
         # The rule before two-point probes: the smaller batch's step, scaled linearly.

@@ -112,14 +112,16 @@ def compose_run(args: argparse.Namespace) -> dict:
         "train.memory_limit_mb=null",
     ]
     cfg = compose_config(ROOT / "conf", "smoke", overrides)
-    return run_config(cfg, Cell("pypi", args.device, args.policy, args.batch_size))
+    return run_config(
+        cfg, Cell("seed_convnet", "tensorflow", "pypi", args.device, args.policy, args.batch_size)
+    )
 
 
 def job_env(run: dict) -> dict[str, str]:
     """What the supervisor gives its trainer: both sides start from this."""
     from mptbench.variants import process
 
-    return process.environment(run["variant"].get("env"), run["device"]["name"])
+    return process.environment(run["variant"].get("env"), run["device"]["name"], "tensorflow")
 
 
 # ---------------------------------------------------------------- side B: bare Keras

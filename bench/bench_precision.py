@@ -52,7 +52,9 @@ def run_cell(repeats: int, args, prepared: Path, tracking: Path, tag: str) -> di
                  "train.time_budget_s=60", "train.validate=false", "train.synthetic_twin=false",
                  "train.max_step_seconds=null", "tracking.system_metrics=false"]  # fmt: skip
     cfg = compose_config(ROOT / "conf", "smoke", overrides)
-    run = run_config(cfg, Cell("pypi", "cpu", "float32", args.batch_size))
+    run = run_config(
+        cfg, Cell("seed_convnet", "tensorflow", "pypi", "cpu", "float32", args.batch_size)
+    )
     run_file, record = WORK / f"run-{tag}.json", WORK / f"record-{tag}.json"
     run_file.write_text(json.dumps(run))
     command = [

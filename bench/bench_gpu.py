@@ -1,0 +1,258 @@
+"""A GPU check in one go: JAX-backend cells on synthetic data, calibration peaks, run records.
+
+Needs neither network nor TensorFlow, Snakemake or MLflow: only JAX, Keras, Hydra and the
+packages `bench/gpu_wheels.txt` lists (carried as wheels where they are missing). It runs the
+seed convnet on synthetic 256 px images and keras.applications.ResNet50 at 224 px for
+float32, mixed_float16 and mixed_bfloat16, batch 32, 64, ... 512 (a model stops growing its
+batch where every policy ran out of memory), each cell in fresh trainer processes as the
+workflow runs it, plus the calibration peaks, within --budget-s. It writes run records and
+the calibration in the workflow's layout under --out, so the usual report reads them:
+
+    python bench/bench_gpu.py                  # on the GPU machine: about 8 minutes
+    python bench/bench_gpu.py --quick          # a CPU check of the script: small, ~3 minutes
+    python -m mptbench.report.aggregate --runs OUT/runs --calibration OUT/calibration/*/*/*/*.json \
+        --report-dir OUT/report                # anywhere with pandas and matplotlib
+
+and prints ms/step with its 95% interval, the speedup over float32 with its interval, and MFU
+(achieved TFLOP/s over the calibrated peak of the policy's compute dtype).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+MODELS = {"seed_convnet": 256, "resnet50": 224}  # the model and its image size
+POLICIES = ["float32", "mixed_float16", "mixed_bfloat16"]
+
+
+def compose(model: str, image_size: int, args) -> dict:
+    from mptbench.config import compose_config
+
+    overrides = [
+        "name=gpu_check", "dataset=synthetic", f"dataset.image_size={image_size}",
+        "backend=[jax]", f"model=[{model}]", f"policy=[{','.join(POLICIES)}]",
+        f"sweep.batch_sizes=[{','.join(map(str, args.batch_sizes))}]",
+        f"sweep.devices=[{args.device}]", "device.check_present=false",
+        f"train.repeats={args.repeats}", "train.epochs=1", "train.warmup_epochs=0",
+        f"train.warmup_steps={args.warmup}", f"train.timed_steps={args.steps}",
+        f"train.steps_per_epoch={args.warmup + args.steps * args.block}",
+        "train.min_timed_steps=3", "train.precision=null", "train.time_budget_s=null",
+        "train.max_step_seconds=null", "train.validate=false", "train.synthetic_twin=false",
+        "train.profile_steps=0", "tracking.system_metrics=false",
+        f"device.gpu.block_steps={args.block}", f"device.cpu.block_steps={args.block}",
+    ]  # fmt: skip
+    if args.quick:
+        overrides.append("device.cpu.calibrate.cap_s=3")
+    return compose_config(ROOT / "conf", None, overrides)
+
+
+def model_info(cfg: dict, out: Path) -> dict:
+    """FLOPs of the model's training step, counted from JAX's jaxpr (in a child process: the
+    counting process imports Keras on JAX)."""
+    import subprocess
+
+    from mptbench.files import read_json, write_json
+    from mptbench.variants import process
+
+    model = next(iter(cfg["model"]))
+    path = out / "model_info" / f"{model}-{cfg['dataset']['image_size']}px.json"
+    if not path.exists():
+        job = out / "model_info" / f".{model}.job.json"
+        write_json(job, {"model": cfg["model"][model] | {"name": model}, "dataset": cfg["dataset"]})
+        env = process.environment({}, "cpu", "jax")  # counting needs no GPU
+        command = [sys.executable, __file__, "--describe", str(job), str(path)]
+        if subprocess.run(command, env=env).returncode:
+            raise SystemExit(f"error: counting {model}'s FLOPs failed (see above)")
+    return read_json(path)
+
+
+def describe(job_file: str, out_file: str) -> None:
+    from mptbench.files import read_json, write_json
+    from mptbench.measure.model_info import describe as describe_model
+    from mptbench.train.models import one_hot_labels
+
+    job = read_json(job_file)
+    dataset = job["dataset"]
+    info = describe_model(
+        job["model"], dataset["image_size"], dataset["num_classes"], one_hot_labels(job["model"])
+    )
+    write_json(out_file, info)
+
+
+def calibrate(cfg: dict, args, out: Path) -> dict | None:
+    from mptbench.config import layout
+    from mptbench.devices import Device
+    from mptbench.files import read_json
+    from mptbench.measure.calibrate import calibrate_variant
+
+    settings = Device(args.device).settings(cfg["device"])
+    key = layout.calibration_key(
+        cfg["variant"]["pypi"], settings["calibrate"], settings.get("tf32")
+    )
+    path = out / "calibration" / "jax" / "pypi" / args.device / f"{key}.json"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        variant = cfg["variant"]["pypi"] | {"name": "pypi"}
+        code = calibrate_variant(
+            args.device, variant, settings["calibrate"], None, str(path), backend="jax",
+            tf32=settings.get("tf32", True),
+        )  # fmt: skip
+        if code:
+            print(f"calibration failed (exit {code}); MFU will be missing", flush=True)
+            return None
+    return read_json(path)
+
+
+def run_cell(cfg: dict, cell, info: dict, out: Path) -> dict:
+    """One cell as a train job runs it: the supervisor, a fresh trainer per repeat; no MLflow."""
+    from mptbench.config import layout, run_config
+    from mptbench.data.synthetic import prepared_info
+    from mptbench.files import read_json, write_json
+    from mptbench.train.supervisor import supervise
+
+    record = out / "runs" / f"{layout.CELL.format(**cell.wildcards('gpu_check'))}.json"
+    if record.exists():  # a rerun continues where it stopped
+        return read_json(record)
+    prepared = out / f"prepared-{cfg['dataset']['image_size']}px.json"
+    write_json(prepared, prepared_info(cfg["dataset"]))
+    info_file = out / "model_info" / f"{cell.model}-{cfg['dataset']['image_size']}px.json"
+    write_json(info_file, info)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    code = supervise(
+        run_config(cfg, cell), str(prepared), None, str(record), model_info=str(info_file)
+    )
+    if code:
+        return {"outcome": "failed", "reason": f"the supervisor exited with {code}"}
+    return read_json(record)
+
+
+def grid(args, out: Path, deadline: float) -> list[dict]:
+    from mptbench.config import Cell
+
+    rows = []
+    for model, image_size in MODELS.items():
+        if args.image_size:
+            image_size = args.image_size
+        cfg = compose(model, image_size, args)
+        info = model_info(cfg, out)
+        out_of_memory: set[str] = set()
+        for batch_size in args.batch_sizes:
+            for policy in POLICIES:
+                if policy in out_of_memory:
+                    continue  # a larger batch runs out too
+                cell = Cell(model, "jax", "pypi", args.device, policy, batch_size)
+                if time.monotonic() > deadline:
+                    rows.append({"cell": cell, "outcome": "not run", "reason": "--budget-s spent"})
+                    continue
+                print(f"--- {cell.label}", flush=True)
+                record = run_cell(cfg, cell, info, out)
+                if record["outcome"] == "oom":
+                    out_of_memory.add(policy)
+                rows.append({"cell": cell, **record})
+            if len(out_of_memory) == len(POLICIES):
+                break
+    return rows
+
+
+def _peak(calibration: dict | None, record: dict) -> float | None:
+    """The cell's peak TFLOP/s: its conv FLOPs at the conv peak of its compute dtype, its
+    matmul FLOPs at the matmul peak (as the report weighs them)."""
+    if not calibration:
+        return None
+    dtype = record["config"]["policy"]["compute_dtype"]
+    flops = {k: record.get(f"{k}_flops_per_step") or 0 for k in ("conv", "matmul")}
+    seconds = sum(flops[k] / calibration[k][dtype]["tflops"] for k in flops)
+    return sum(flops.values()) / seconds if seconds else None
+
+
+def table(rows: list[dict], calibration: dict | None) -> str:
+    from mptbench import stats
+
+    def steps(row):
+        return [r["step_ms"] for r in row.get("repeats") or []]
+
+    base = {
+        (r["cell"].model, r["cell"].batch_size): r
+        for r in rows
+        if r["cell"].policy == "float32" and r.get("outcome") == "ok"
+    }
+    lines = [
+        f"{'model':<13}{'policy':<16}{'batch':>6}  {'ms/step (95% CI)':<24}"
+        f"{'speedup vs float32 (95% CI)':<30}{'TFLOP/s':>8}{'MFU':>7}",
+    ]
+    for r in rows:
+        cell = r["cell"]
+        head = f"{cell.model:<13}{cell.policy:<16}{cell.batch_size:>6}  "
+        if r.get("outcome") != "ok":
+            lines.append(head + f"{r.get('outcome')}: {(r.get('reason') or '')[:70]}")
+            continue
+        ms = (
+            f"{r['ms_per_step']:.2f} ({r['ms_per_step_ci_low']:.2f}-{r['ms_per_step_ci_high']:.2f})"
+        )
+        speed = ""
+        f32 = base.get((cell.model, cell.batch_size))
+        if f32 is not None and cell.policy != "float32":
+            lo, hi = stats.ratio_interval(steps(f32), steps(r))
+            speed = f"{f32['ms_per_step'] / r['ms_per_step']:.2f}x ({lo:.2f}-{hi:.2f})"
+        flops = (r.get("flops_per_step") or math.nan) / (r["ms_per_step"] / 1000) / 1e12
+        peak = _peak(calibration, r)
+        mfu = f"{flops / peak:.2f}" if peak and math.isfinite(flops) else "-"
+        lines.append(head + f"{ms:<24}{speed:<30}{flops:>8.1f}{mfu:>7}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / ".work" / "gpu")
+    parser.add_argument("--device", default=None, help="gpu0 (default where a GPU shows), cpu")
+    parser.add_argument("--budget-s", type=float, default=450, help="stop starting cells after")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 64, 128, 256, 512])
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=3, help="warm-up steps per repeat")
+    parser.add_argument("--steps", type=int, default=5, help="timed samples (blocks) per repeat")
+    parser.add_argument("--block", type=int, default=None, help="steps per sample (GPU: 10)")
+    parser.add_argument("--image-size", type=int, default=None, help="one size for both models")
+    parser.add_argument("--quick", action="store_true", help="a CPU check: 32 px, batch 4 and 8")
+    parser.add_argument("--describe", nargs=2, help=argparse.SUPPRESS)  # JOB OUT: count FLOPs
+    args = parser.parse_args(argv)
+    if args.describe:
+        describe(*args.describe)
+        return 0
+    os.environ.setdefault("KERAS_BACKEND", "jax")
+    from mptbench.devices import visible_gpus
+
+    if args.device is None:
+        args.device = "gpu0" if visible_gpus() else "cpu"
+    if args.quick:
+        args.image_size, args.batch_sizes, args.steps = 32, [4, 8], 3
+    if args.block is None:
+        args.block = 10 if args.device != "cpu" else 1
+    started = time.monotonic()
+    args.out.mkdir(parents=True, exist_ok=True)
+    calibration = calibrate(compose("seed_convnet", 256, args), args, args.out)
+    rows = grid(args, args.out, started + args.budget_s)
+    text = table(rows, calibration)
+    print(f"\n{args.device}: {(calibration or {}).get('fingerprint', {}).get('gpu') or ''}")
+    if calibration:
+        peaks = ", ".join(
+            f"{d} matmul {calibration['matmul'][d]['tflops']:.1f} / conv "
+            f"{calibration['conv'][d]['tflops']:.1f}"
+            for d in ("float32", "float16", "bfloat16")
+        )
+        print(f"calibrated peaks (TFLOP/s): {peaks}")
+    print(text)
+    print(f"\n{len(rows)} cells in {time.monotonic() - started:.0f} s; records under {args.out}")
+    (args.out / "bench_gpu_last_run.txt").write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

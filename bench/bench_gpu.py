@@ -1,7 +1,8 @@
 """A GPU check in one go: JAX-backend cells on synthetic data, calibration peaks, run records.
 
-Needs neither network nor TensorFlow, Snakemake or MLflow: only JAX, Keras, Hydra and the
-packages `bench/gpu_wheels.txt` lists (carried as wheels where they are missing). It runs the
+Needs neither network nor TensorFlow, Snakemake, MLflow or pandas: only JAX, Keras, Hydra and
+the packages `bench/gpu_wheels.txt` lists (carried as wheels where they are missing; a test
+runs this script with all of those others hidden). It runs the
 seed convnet on synthetic 256 px images and keras.applications.ResNet50 at 224 px for
 float32, mixed_float16 and mixed_bfloat16, batch 32, 64, ... 512 (a model stops growing its
 batch where every policy ran out of memory), each cell in fresh trainer processes as the
@@ -138,7 +139,8 @@ def grid(args, out: Path, deadline: float) -> list[dict]:
     from mptbench.config import Cell
 
     rows = []
-    for model, image_size in MODELS.items():
+    for model in args.models:
+        image_size = MODELS[model]
         if args.image_size:
             image_size = args.image_size
         cfg = compose(model, image_size, args)
@@ -215,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default=None, help="gpu0 (default where a GPU shows), cpu")
     parser.add_argument("--budget-s", type=float, default=450, help="stop starting cells after")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 64, 128, 256, 512])
+    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=3, help="warm-up steps per repeat")
     parser.add_argument("--steps", type=int, default=5, help="timed samples (blocks) per repeat")

@@ -50,6 +50,7 @@ def smoke_run(tmp_path_factory):
     """One run of the smoke experiment in a copy of the workflow, shared by every test that
     reads its results; returns (checkout, the run's combined output)."""
     checkout = copy_workflow(tmp_path_factory.mktemp("smoke_checkout"))
-    done = snakemake(checkout, "--cores", "2", "--config", "experiment=smoke")
+    # 16 cells (2 models x 2 backends x 2 policies x 2 batch sizes): ~13 minutes on 2 cores.
+    done = snakemake(checkout, "--cores", "2", "--config", "experiment=smoke", timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     return checkout, done.stdout + done.stderr

@@ -16,32 +16,40 @@ ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 pytestmark = pytest.mark.slow
 
-# Imported first by every Python process that has this folder on PYTHONPATH.
-HIDE_TENSORFLOW = """
+# Imported first by every Python process that has its folder on PYTHONPATH.
+HIDE = """
 import sys
 
-class HideTensorFlow:
+HIDDEN = {hidden!r}
+
+class Hide:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("tensorflow", "tensorflow_datasets", "tf_keras"):
-            raise ModuleNotFoundError(f"No module named {name!r} (hidden)", name=name)
+        if name.split(".")[0] in HIDDEN:
+            raise ModuleNotFoundError(f"No module named {{name!r}} (hidden)", name=name)
         return None
 
-sys.meta_path.insert(0, HideTensorFlow())
+sys.meta_path.insert(0, Hide())
 """
+TENSORFLOW = ("tensorflow", "tensorflow_datasets", "tf_keras")
+# What a GPU machine with only JAX lacks besides: bench/bench_gpu.py runs without them.
+WORKFLOW = ("mlflow", "pandas", "matplotlib", "snakemake", "xprof", "jinja2", "torch")
+
+
+def _hiding(folder: Path, hidden: tuple[str, ...]) -> dict:
+    """An environment in which importing `hidden` fails, in the process and its children."""
+    (folder / "sitecustomize.py").write_text(HIDE.format(hidden=tuple(hidden)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(folder), str(ROOT / "src")]))
+    env.pop("KERAS_BACKEND", None)
+    check = subprocess.run(
+        [sys.executable, "-c", f"import {hidden[0]}"], env=env, capture_output=True, text=True
+    )
+    assert check.returncode != 0 and "hidden" in check.stderr
+    return env
 
 
 @pytest.fixture(scope="module")
 def no_tensorflow(tmp_path_factory):
-    """An environment in which `import tensorflow` fails, in the job and in its children."""
-    folder = tmp_path_factory.mktemp("hide_tf")
-    (folder / "sitecustomize.py").write_text(HIDE_TENSORFLOW)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(folder), str(ROOT / "src")]))
-    env.pop("KERAS_BACKEND", None)
-    check = subprocess.run(
-        [sys.executable, "-c", "import tensorflow"], env=env, capture_output=True, text=True
-    )
-    assert check.returncode != 0 and "hidden" in check.stderr
-    return env
+    return _hiding(tmp_path_factory.mktemp("hide_tf"), TENSORFLOW)
 
 
 def test_a_jax_cell_on_synthetic_data_runs_with_tensorflow_hidden(
@@ -85,3 +93,39 @@ def test_a_jax_cell_on_synthetic_data_runs_with_tensorflow_hidden(
     assert mlflow_run.info.status == "FINISHED"
     assert mlflow_run.data.params["backend.name"] == "jax"
     assert mlflow_run.data.params["cell.backend"] == "jax"
+
+
+def test_the_gpu_check_runs_with_only_jax_keras_and_hydra(tmp_path):
+    """bench/bench_gpu.py on this CPU (--quick), as on a GPU machine that has JAX and none
+    of TensorFlow, MLflow, pandas, Snakemake; the report then reads what it wrote."""
+    (tmp_path / "hide").mkdir()
+    env = _hiding(tmp_path / "hide", TENSORFLOW + WORKFLOW)
+    out = tmp_path / "gpu_check"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench/bench_gpu.py"), "--quick", "--models", "seed_convnet",
+         "--batch-sizes", "4", "--repeats", "1", "--out", str(out)],
+        env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    printed = done.stdout
+    assert "calibrated peaks (TFLOP/s): float32 matmul " in printed
+    for policy in ("float32", "mixed_float16", "mixed_bfloat16"):
+        assert f"seed_convnet {policy:<16}     4  " in printed
+    assert "x (" in printed  # speedups with their intervals
+    records = sorted((out / "runs").rglob("*.json"))
+    assert len(records) == 3
+    record = json.loads(records[0].read_text())
+    assert record["backend"] == "jax" and record["outcome"] == "ok" and record["flops_per_step"]
+    # The usual report, from those records and that calibration (here, where pandas is).
+    calibrations = [str(p) for p in (out / "calibration").rglob("*.json")]
+    report = subprocess.run(
+        [sys.executable, "-m", "mptbench.report.aggregate", "--runs", str(out / "runs"),
+         "--calibration", *calibrations, "--report-dir", str(tmp_path / "report")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr[-3000:]
+    import pandas as pd
+
+    summary = pd.read_csv(tmp_path / "report" / "summary.csv")
+    assert len(summary) == 3 and set(summary["backend"]) == {"jax"}
+    assert (summary["mfu"] > 0).all()

@@ -220,3 +220,44 @@ def test_a_misspelt_workflow_key_is_named_with_the_allowed_ones():
     assert str(info.value) == (
         "--config experiement=...: unknown key 'experiement' (allowed: experiment, overrides)"
     )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        (["sweep.batch_sizes=[4,8"], "sweep.batch_sizes=[4,8"),
+        ("[policy=[float32,mixed_float16]", "policy=[float32,mixed_float16"),
+        (["dataset.image_size=32", "model=[seed_convnet"], "model=[seed_convnet"),
+    ],
+)
+def test_an_override_that_does_not_parse_is_named(overrides, named):
+    with pytest.raises(ConfigError) as info:
+        compose_config(CONF, "smoke", overrides)
+    message = str(info.value)
+    assert message.startswith(f"override '{named}' does not parse: ") and "\n" not in message
+
+
+def test_an_image_size_a_model_cannot_take_stops_before_any_job():
+    with pytest.raises(ConfigError) as info:
+        compose_config(CONF, "smoke", ["dataset.image_size=16"])
+    assert str(info.value) == (
+        "dataset.image_size=16: model mobilenet_v2 (keras.applications.MobileNetV2) takes "
+        "images of at least 32 px"
+    )
+    compose_config(CONF, "smoke", ["dataset.image_size=16", "model=[seed_convnet]"])
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("sweep.batch_sizes=[0]", "sweep.batch_sizes[0]: 0 is not an integer >= 1"),
+        ("sweep.batch_sizes=[four]", "sweep.batch_sizes[0]: 'four' is not an integer >= 1"),
+        ("dataset.sha256=abc123", "dataset.sha256: 'abc123' is not 64 lowercase hex digits"),
+        ("variant=[pypy]", "unknown variant 'pypy' (allowed: pypi, pypi_onednn, pypi_xla, "),
+        ("policy=[mixed_flaot16]", "unknown policy 'mixed_flaot16' (allowed: "),
+    ],
+)
+def test_bad_values_get_one_line_naming_them(override, message):
+    with pytest.raises(ConfigError) as info:
+        compose_config(CONF, "smoke", [override])
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)

@@ -1,6 +1,7 @@
 # Composes the Hydra config once, expands the grid and names every path the rules share.
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from mptbench.config import (
     run_config,
 )
 from mptbench.config import layout
+from mptbench.config.profile import check_profiles
 import snakemake.io as snakemake_io  # `report(` at a line's start would open a directive
 from mptbench.data.download import is_remote
 from mptbench.devices import PATTERN as DEVICE_PATTERN, Device
@@ -33,6 +35,16 @@ os.environ["PATH"] = os.pathsep.join(
     [str(Path(sys.executable).parent), os.environ["PATH"]]
 )
 
+# A cluster profile still holding its placeholders: one line, before the executor's traceback.
+_unfilled = check_profiles(sys.argv, Path.cwd())
+if _unfilled:
+    raise WorkflowError(f"mptbench profile: {_unfilled}")
+# --cores 0 would wait forever: every job here needs a core.
+if workflow.resource_settings.cores == 0:
+    raise WorkflowError(
+        "mptbench: --cores 0 leaves no core for any job; give --cores N or --cores all"
+    )
+
 try:
     check_workflow_config(config)
     CFG = compose_config(
@@ -46,6 +58,10 @@ except ConfigError as exc:
 
 # What the tracking store needs in every job's environment (remote executors too).
 workflow.register_envvars(*CFG["tracking"]["env"])
+# ... and the server's credentials, where the user has set them (names only, never values).
+workflow.register_envvars(
+    *[name for name in CFG["tracking"].get("env_if_set", []) if name in os.environ]
+)
 EXPERIMENT = CFG["name"]
 DATASET = CFG["dataset"]
 CELLS = grid(CFG, DEVICES)
@@ -216,7 +232,10 @@ def build_setting(key):
 
 
 def build_copts(wildcards):
-    return " ".join(f"--copt={c}" for c in variant_of(wildcards)["build"]["copts"])
+    # Each one quoted: the schema allows only flag characters, and quoting keeps it so.
+    return " ".join(
+        shlex.quote(f"--copt={c}") for c in variant_of(wildcards)["build"]["copts"]
+    )
 
 
 def build_resource(key, default):
@@ -253,6 +272,19 @@ def group_reports(report_dir):
     ]
 
 
+def config_arguments(argv):
+    """This command line's --config values, shell-quoted (what a later command must repeat)."""
+    values, taking = [], False
+    for arg in argv[1:]:
+        if arg in ("--config", "-C"):
+            taking = True
+        elif taking and arg.startswith("-"):
+            taking = False
+        elif taking:
+            values.append(arg)
+    return shlex.join(values)
+
+
 def print_headline():
     """When a run ends well: where the report is, how to browse MLflow, and the headline."""
     summary_csv = Path(REPORT_DIR) / layout.SUMMARY_CSV
@@ -262,6 +294,11 @@ def print_headline():
 
     experiment_id = json.loads(Path(TRACKING).read_text())["experiment_id"]
     for line in terminal_lines(
-        summary_csv, REPORT_DIR, CFG["tracking"], EXPERIMENT, experiment_id
+        summary_csv,
+        REPORT_DIR,
+        CFG["tracking"],
+        EXPERIMENT,
+        experiment_id,
+        config_arguments(sys.argv),
     ):
         print(line)

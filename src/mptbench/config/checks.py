@@ -7,10 +7,15 @@ from typing import Any
 from mptbench.config.errors import ConfigError
 from mptbench.policies import Policy
 
+# keras.applications' own lower bound on image height and width (the networks built here
+# take their input shape without pretrained weights).
+APPLICATION_MIN_SIZE = 32
+
 
 def check(cfg: dict[str, Any]) -> None:
     for name, model in cfg["model"].items():
         _model(name, model)
+        _fits(name, model, cfg["dataset"]["image_size"])
     _dataset(cfg["dataset"])
     _backends(cfg)
     _train(cfg["train"])
@@ -33,6 +38,16 @@ def _model(name: str, model: dict[str, Any]) -> None:
         raise ConfigError(
             f"model.{name}.builder: not set; name your function, e.g. "
             f"model.{name}.builder=mymodels:small_cnn"
+        )
+
+
+def _fits(name: str, model: dict[str, Any], image_size: int) -> None:
+    """An image size the model cannot take stops the run here, not in its first job."""
+    if model["kind"] == "application" and image_size < APPLICATION_MIN_SIZE:
+        raise ConfigError(
+            f"dataset.image_size={image_size}: model {name} "
+            f"(keras.applications.{model['application']}) takes images of at least "
+            f"{APPLICATION_MIN_SIZE} px"
         )
 
 

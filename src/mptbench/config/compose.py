@@ -80,6 +80,24 @@ def _composition_error(conf_dir: Path, exc: Exception) -> ConfigError:
     return ConfigError(text.strip().splitlines()[0])
 
 
+def check_syntax(override_list: list[str]) -> None:
+    """Each override parsed on its own, so that a syntax error names the override it is in
+    (Hydra's own message, e.g. "no viable alternative at input '[4,8'", does not)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    for override in override_list:
+        try:
+            parser.parse_override(override)
+        except HydraException as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else "a syntax error"
+            raise ConfigError(
+                f"override '{override}' does not parse: {reason} "
+                "(an unclosed bracket or quote? lists are written [a,b])"
+            ) from None
+
+
 def compose_config(
     conf_dir: str | Path, experiment: str | None = None, overrides: Any = None
 ) -> dict[str, Any]:
@@ -91,6 +109,7 @@ def compose_config(
 
     conf_dir = Path(conf_dir).resolve()
     override_list = parse_overrides(overrides)
+    check_syntax(override_list)
     if experiment:
         override_list.append(f"experiment={experiment}")
     try:

@@ -74,9 +74,15 @@ def metrics_and_tags(summary: pd.DataFrame) -> tuple[dict[str, float], dict[str,
 
 
 def terminal_lines(
-    summary_csv, report_dir: str, tracking: dict, experiment: str, experiment_id=None
+    summary_csv,
+    report_dir: str,
+    tracking: dict,
+    experiment: str,
+    experiment_id=None,
+    config_args: str | None = None,
 ) -> list[str]:
-    """What a finished run prints: where to look, and the headline."""
+    """What a finished run prints: where to look, and the headline. `config_args` is the
+    run's own `--config ...` (shell-quoted), so the report command it prints is that run's."""
     from mptbench.report.sections import experiment_link
 
     summary = pd.read_csv(summary_csv)
@@ -90,8 +96,8 @@ def terminal_lines(
         "",
         f"mptbench {experiment}: the report is {report_dir}/index.html "
         f"(tables: {report_dir}/summary.csv, {report_dir}/breakdown.csv)",
-        f"  Snakemake's report: snakemake --report results/{experiment}/report.zip "
-        f"--config experiment={experiment}",
+        f"  Snakemake's report: snakemake --report results/{experiment}/report.zip"
+        + (f" --config {config_args}" if config_args else ""),
         f"  MLflow: {browse}",
         *(f"  {line}" for line in lines(summary)),
         *(f"  {line}" for line in models_compared(summary)),

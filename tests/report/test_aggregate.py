@@ -277,3 +277,21 @@ def test_corrupt_record_is_named_and_leaves_the_old_report(tmp_path):
     assert result.stderr.startswith("error: ") and str(bad) in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert (out / "summary.csv").read_bytes() == before
+
+
+def test_record_values_are_escaped_in_the_html(tmp_path):
+    """A host name or a reason is data, never markup: nothing from a record runs in the page."""
+    runs = write_runs(tmp_path, CELLS[:5])
+    hostile = "<script>alert('host')</script>"
+    for path in runs.rglob("*.json"):
+        record = json.loads(path.read_text())
+        record["fingerprint"]["host"] = hostile
+        if record["outcome"] != "ok":
+            record["reason"] = '<script>alert("reason")</script> & <img src=x onerror=alert(1)>'
+        path.write_text(json.dumps(record))
+    out = tmp_path / "report"
+    assert aggregate(runs, out).returncode == 0
+    html = (out / "index.html").read_text()
+    assert "<script" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;alert(&#39;host&#39;)&lt;/script&gt;" in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html

@@ -1,6 +1,7 @@
 """The TensorFlow source build: its Bazel command, its preflight checks, and a given wheel."""
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -96,3 +97,32 @@ def test_build_preflight_rule_fails_with_one_line_and_writes_nothing(tmp_path):
     assert last.startswith("error: cannot build TensorFlow from source here: missing")
     assert "network access to http://127.0.0.1:9/tensorflow.git" in last
     assert not (checkout / target).exists()
+
+
+@pytest.mark.slow
+def test_a_hostile_repository_url_reaches_git_as_one_argument(tmp_path):
+    """Config values are quoted in the one shell command: the clone it would run, run here
+    against a `git` that records its arguments, gets the URL whole and runs nothing else."""
+    url = "https://h.example/a b;$(touch pwned)`touch pwned2`"
+    override = f"variant.source_avx2_fma.build.repository='{url}'"
+    dry = _snakemake(
+        "-n", "-p", "--config", f'overrides=["variant=[source_avx2_fma]","{override}"]'
+    )
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    command = next(
+        line for line in (dry.stdout + dry.stderr).splitlines() if "git clone" in line
+    ).removeprefix("Shell command: ")
+    clone = command[command.index("git clone") : command.index(") > ")]
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "git").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$GIT_ARGS"\n')
+    (fake / "git").chmod(0o755)
+    env = dict(os.environ, PATH=f"{fake}{os.pathsep}{os.environ['PATH']}")
+    env["GIT_ARGS"] = str(tmp_path / "args")
+    done = subprocess.run(["bash", "-c", clone], cwd=tmp_path, env=env, timeout=30)
+    assert done.returncode == 0
+    args = (tmp_path / "args").read_text().splitlines()
+    assert args[:5] == ["clone", "--depth", "1", "--branch", "v2.21.0"]
+    assert args[5] == url and len(args) == 7
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "pwned2").exists()
+    assert not (ROOT / "pwned").exists()

@@ -43,16 +43,18 @@ rule build_tensorflow:
         source_tree=layout.SOURCE_TREE,
         python_version=f"{sys.version_info.major}.{sys.version_info.minor}",
     shell:
-        "(test -d {params.source_tree}/.git || git clone --depth 1 --branch {params.tag:q}"
-        " {params.repository:q} {params.source_tree}) > {log} 2>&1"
-        " && (cd {params.source_tree} && USE_BAZEL_VERSION={params.bazel_version:q}"
+        # Every value from the config is quoted ({x:q}): a repository, tag or path with spaces,
+        # ';' or '$(...)' stays one argument (tests/variants/test_source_build.py).
+        "(test -d {params.source_tree:q}/.git || git clone --depth 1 --branch {params.tag:q}"
+        " {params.repository:q} {params.source_tree:q}) > {log:q} 2>&1"
+        " && (cd {params.source_tree:q} && USE_BAZEL_VERSION={params.bazel_version:q}"
         ' "$(cat {input.bazelisk:q})" build //tensorflow/tools/pip_package:wheel'
-        " --repo_env=USE_PYWRAP_RULES=1 --repo_env=WHEEL_NAME={params.wheel_name}"
-        " --repo_env=HERMETIC_PYTHON_VERSION={params.python_version} {params.copts}"
-        " --local_ram_resources={resources.mem_mb} --jobs={threads}) >> {log} 2>&1"
-        " && mkdir -p {output.wheels} && cp"
-        " {params.source_tree}/bazel-bin/tensorflow/tools/pip_package/wheel_house/*.whl"
-        " {output.wheels}/"
+        " --repo_env=USE_PYWRAP_RULES=1 --repo_env=WHEEL_NAME={params.wheel_name:q}"
+        " --repo_env=HERMETIC_PYTHON_VERSION={params.python_version:q} {params.copts}"
+        " --local_ram_resources={resources.mem_mb} --jobs={threads}) >> {log:q} 2>&1"
+        " && mkdir -p {output.wheels:q} && cp"
+        " {params.source_tree:q}/bazel-bin/tensorflow/tools/pip_package/wheel_house/*.whl"
+        " {output.wheels:q}/"
 
 
 rule variant_env:

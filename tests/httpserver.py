@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import urllib.parse
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -62,6 +63,7 @@ class FileServer:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.requests: list[RecordedRequest] = []
         self.ignore_range = False
+        self.bytes_per_second: float | None = None  # throttle bodies (a slow mirror)
         self._cut = _CountedSwitch()
         self._status = _CountedSwitch()
         self._lock = threading.Lock()
@@ -173,8 +175,14 @@ class FileServer:
         request.end_headers()
         with self._lock:
             cut = self._cut.take()
-        request.wfile.write(body if cut is None else body[:cut])
-        request.wfile.flush()
+        body = body if cut is None else body[:cut]
+        rate = self.bytes_per_second
+        chunk = 4096
+        for i in range(0, len(body), chunk if rate else max(len(body), 1)):
+            request.wfile.write(body[i : i + (chunk if rate else len(body))])
+            request.wfile.flush()
+            if rate:
+                time.sleep(chunk / rate)
 
     @staticmethod
     def _send_bytes(request: _FileHandler, status: int, body: bytes) -> None:

@@ -102,3 +102,19 @@ def test_input_pipeline_scales_shuffles_and_batches(prepared):
 def test_prepare_info_is_json_serialisable(prepared, tmp_path):
     write_json(tmp_path / "info.json", prepared)
     assert json.loads((tmp_path / "info.json").read_text())["splits"]["train"] == 30
+
+
+def test_an_archive_with_no_images_fails_with_one_line(tmp_path):
+    """The right folders and no image in them (an emptied or wrong archive)."""
+    archive = tmp_path / "imagenette2-320.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for folder in ("imagenette2-320", "imagenette2-320/train", "imagenette2-320/val"):
+            info = tarfile.TarInfo(folder)
+            info.type = tarfile.DIRTYPE
+            tar.addfile(info)
+    with pytest.raises(DatasetError) as raised:
+        dataset.prepare(archive, "empty", 32, tmp_path / "tfds", log=lambda _: None)
+    assert str(raised.value) == (
+        f"{archive}: no images for the train split in it (is it the imagenette archive?)"
+    )
+    assert not list((tmp_path / "tfds").rglob("dataset_info.json"))  # no cache a run would read

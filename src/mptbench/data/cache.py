@@ -41,11 +41,19 @@ def prepare(
     classes = spec_of(kind).classes(archive)
     b = builder_for(kind, archive, dataset_name, image_size, data_dir, threads, classes)
     log(f"preparing {b.name}/{b.builder_config.name}/{b.version} in {data_dir}")
-    b.download_and_prepare(
-        download_config=tfds.download.DownloadConfig(
-            try_download_gcs=False, compute_stats=tfds.download.ComputeStatsMode.SKIP
+    try:
+        b.download_and_prepare(
+            download_config=tfds.download.DownloadConfig(
+                try_download_gcs=False, compute_stats=tfds.download.ComputeStatsMode.SKIP
+            )
         )
-    )
+    except AssertionError as exc:  # tfds' words for a split with nothing in it
+        if "No examples were yielded" not in str(exc):
+            raise
+        split = str(exc).split('split "', 1)[-1].split('"', 1)[0]
+        raise DatasetError(
+            f"{archive}: no images for the {split} split in it (is it the {kind} archive?)"
+        ) from None
     counts = {split: int(b.info.splits[split].num_examples) for split in spec_of(kind).splits}
     if not counts["train"]:
         raise DatasetError(f"{archive}: no training images found in the archive")
@@ -68,6 +76,24 @@ def prepare(
         "source": source or str(archive),
         "digest": digest(b.data_dir),
     }
+
+
+def folder_of(info: dict) -> Path:
+    """Where tfds keeps a prepared cache: <data_dir>/<builder>/<config>/<version>."""
+    return Path(info["data_dir"]) / info["builder"] / info["config"] / info["version"]
+
+
+def verify(info: dict, prepared_file: str | Path) -> None:
+    """Fail with one line when the cache is no longer what was built (a shard truncated,
+    deleted or edited since): a train job would otherwise read it or die deep in tf.data."""
+    if not info.get("digest") or not info.get("data_dir"):
+        return  # synthetic data, or a cache recorded before digests
+    folder = folder_of(info)
+    if not folder.is_dir() or digest(folder) != info["digest"]:
+        raise DatasetError(
+            f"{folder}: the cache differs from the one built (a shard missing, truncated or "
+            f"changed); rebuild it: rm -r {folder} {prepared_file}, then rerun"
+        )
 
 
 def load(info: dict, split: str):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from mptbench.files import sha256_digest
 
-CHUNK = 1 << 20
+CHUNK = 1 << 16  # what reaches the disk before an interruption, at most this much lost
 GZIP_MAGIC = b"\x1f\x8b"
 REUPLOAD_HINT = (
     "the Imagenette archives were re-uploaded once in 2021, so an old checksum will not match "

@@ -22,11 +22,12 @@ from typing import Any
 
 from mptbench import record as fields
 from mptbench.config.grid import Cell
+from mptbench.data.builder import DatasetError
 from mptbench.files import read_json, write_json
 from mptbench.train import memory
 from mptbench.train.budget import assess
 from mptbench.train.combine import attach_breakdown, combine, model_figures
-from mptbench.train.outcomes import classify_death
+from mptbench.train.outcomes import classify_death, first_line
 from mptbench.train.trainer import MODULE as TRAINER
 from mptbench.variants import process
 from mptbench.variants.environment import interpreter
@@ -34,6 +35,11 @@ from mptbench.variants.environment import interpreter
 
 class TrainerFailed(RuntimeError):
     """The trainer exited with an error: the job fails (its log holds the traceback)."""
+
+
+class TrackingFailed(RuntimeError):
+    """The MLflow store could not be reached: the job fails, saying whether the cell's record
+    is kept (a rerun then logs it without training again)."""
 
 
 class Trainer:
@@ -50,6 +56,9 @@ class Trainer:
         self.python, self.run, self.profile_dir, self.log_file = python, run, profile_dir, log_file
         record = Path(record)
         self.job_file = record.with_name(f".{record.name}.job")
+        # The finished record, kept until MLflow has it: Snakemake removes a failed job's
+        # outputs, not this file, so a rerun logs it instead of training again.
+        self.pending = record.with_name(f".{record.name}.pending")
         self.out = record.with_name(f".{record.name}.out")
         self.env = process.environment(
             run["variant"].get("env"), run["device"]["name"], (run.get("backend") or {}).get("name")
@@ -127,7 +136,9 @@ def _log(mlrun, record: dict) -> None:
     if record.get("breakdown"):
         classes = record["breakdown"]["classes_ms"]
         metrics |= {f"breakdown_{cls}_ms": ms for cls, ms in classes.items()}
-        mlrun.log_artifacts(record["breakdown"]["dir"], "profile")
+        # Gone when a failed attempt's outputs were removed (a record kept for a rerun).
+        if Path(record["breakdown"]["dir"]).is_dir():
+            mlrun.log_artifacts(record["breakdown"]["dir"], "profile")
     metrics = {k: v for k, v in metrics.items() if isinstance(v, int | float) and math.isfinite(v)}
     tags = {"outcome": record["outcome"], "reason": record["reason"] or ""}
     tags |= {k: record[k] for k in ("builder", "builder_sha256") if record.get(k)}
@@ -153,26 +164,77 @@ def train_cell(
         if tracking
         else NoRun()
     )
-    with cell_run as mlrun:
-        mlrun.log_params({k: v for k, v in run.items() if k != "cell"} | {"cell": run["cell"]})
-        mlrun.log_dataset(info)
-        record.update(
-            mlflow_run_id=mlrun.run_id, mlflow_experiment_id=(tracking or {}).get("experiment_id")
-        )
-        if verdict.get("outcome"):
-            record["outcome"] = verdict["outcome"]
-        else:
-            repeats, death = _repeats(trainer, run, prepared)
-            combine(record, repeats, run["cell"]["batch_size"])
-            attach_breakdown(record, repeats)
-            if death:
-                record["outcome"], record["reason"] = death
-                mlrun.status = "KILLED"
-        record["duration_s"] = time.monotonic() - started
-        _log(mlrun, record)
-        if trainer.log_file:  # what the job has logged so far: the trainer's output in full
-            mlrun.log_artifact(trainer.log_file, "logs")
+    kept = _kept(trainer)
+    try:
+        with cell_run as mlrun:
+            mlrun.log_params({k: v for k, v in run.items() if k != "cell"} | {"cell": run["cell"]})
+            mlrun.log_dataset(info)
+            ids = {"mlflow_run_id": mlrun.run_id,
+                   "mlflow_experiment_id": (tracking or {}).get("experiment_id")}  # fmt: skip
+            if kept:
+                print(f"logging the record kept in {trainer.pending.name} (not training again)")
+                record = kept | ids
+                if record["outcome"] == "killed":
+                    mlrun.status = "KILLED"
+            else:
+                record.update(ids)
+                _measure(trainer, run, prepared, verdict, record, mlrun)
+                record["duration_s"] = time.monotonic() - started
+                if tracking:
+                    write_json(trainer.pending, record)
+            _log(mlrun, record)
+            if trainer.log_file:  # what the job has logged so far: the trainer's output in full
+                mlrun.log_artifact(trainer.log_file, "logs")
+    except Exception as exc:
+        if not tracking or not _unreachable(exc):
+            raise
+        kept_now = trainer.pending.exists()
+        raise TrackingFailed(
+            f"MLflow at {tracking['tracking_uri']} could not be reached ({first_line(exc)}); "
+            + (
+                f"the cell's record is kept in {trainer.pending}: run again to log it "
+                "(nothing is trained again)"
+                if kept_now
+                else "nothing was trained: run again once it answers"
+            )
+        ) from None
+    trainer.pending.unlink(missing_ok=True)
     return record
+
+
+def _measure(trainer: Trainer, run: dict, prepared: str, verdict: dict, record: dict, mlrun):
+    if verdict.get("outcome"):
+        record["outcome"] = verdict["outcome"]
+        return
+    repeats, death = _repeats(trainer, run, prepared)
+    combine(record, repeats, run["cell"]["batch_size"])
+    attach_breakdown(record, repeats)
+    if death:
+        record["outcome"], record["reason"] = death
+        mlrun.status = "KILLED"
+
+
+def _kept(trainer: Trainer) -> dict | None:
+    """The record an earlier attempt finished but could not log, when it is this cell's."""
+    if not trainer.pending.exists():
+        return None
+    try:
+        kept = read_json(trainer.pending)
+    except ValueError:  # cut short while written: measure again
+        return None
+    return kept if kept.get("config") == trainer.run else None
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """An error of the MLflow client talking to its store (connection refused, timeouts,
+    retries exhausted), not one of ours."""
+    for error in (exc, exc.__cause__, exc.__context__):
+        module = type(error).__module__ if error is not None else ""
+        if module.startswith(("mlflow", "requests", "urllib3")) or isinstance(
+            error, ConnectionError | TimeoutError
+        ):
+            return True
+    return False
 
 
 def probe(trainer: Trainer, prepared: str) -> dict:
@@ -180,6 +242,13 @@ def probe(trainer: Trainer, prepared: str) -> dict:
     if isinstance(result, tuple):
         raise TrainerFailed(f"the probe's trainer died: {result[1]}")
     return result
+
+
+def verify_cache(info: dict, prepared: str) -> None:
+    if info.get("digest"):
+        from mptbench.data.cache import verify
+
+        verify(info, prepared)
 
 
 def supervise(
@@ -206,6 +275,8 @@ def supervise(
         Path(profile_dir).mkdir(parents=True)
     trainer = Trainer(python, run, record, profile_dir, log_file)
     try:
+        if not probe_only:
+            verify_cache(read_json(prepared), prepared)
         if probe_only:
             result = probe(trainer, prepared)
         else:
@@ -214,7 +285,7 @@ def supervise(
             tracked = read_json(tracking) if tracking else None
             result = train_cell(trainer, prepared, tracked, probed, described)
             print(f"{result['outcome']}: {_summary(result)}", file=sys.stderr, flush=True)
-    except TrainerFailed as exc:
+    except (TrainerFailed, DatasetError, TrackingFailed) as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1
     write_json(record, result)

@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / ".work" / "gpu")
     parser.add_argument("--device", default=None, help="gpu0 (default where a GPU shows), cpu")
     parser.add_argument("--budget-s", type=float, default=450, help="stop starting cells after")
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 64, 128, 256, 512])
+    parser.add_argument("--batch-sizes", type=int, nargs="+", help="default 32 64 ... 512")
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=3, help="warm-up steps per repeat")
@@ -235,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.device is None:
         args.device = "gpu0" if visible_gpus() else "cpu"
     if args.quick:
-        args.image_size, args.batch_sizes, args.steps = 32, [4, 8], 3
+        args.image_size, args.steps = 32, 3
+    args.batch_sizes = args.batch_sizes or ([4, 8] if args.quick else [32, 64, 128, 256, 512])
     if args.block is None:
         args.block = 10 if args.device != "cpu" else 1
     started = time.monotonic()

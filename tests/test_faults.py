@@ -7,6 +7,7 @@ columns. README's "When things go wrong" table lists what each fault needs from 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import signal
@@ -415,3 +416,53 @@ def test_an_unreachable_mlflow_server_loses_no_cell(checkout, clean, tmp_path):
         assert json.loads(record.read_text())["mlflow_run_id"] in {r.info.run_id for r in runs}
     finally:
         server.stop()
+
+
+@contextlib.contextmanager
+def _small_disk(folder: Path, size: str):
+    """A tmpfs of `size` mounted on `folder` (hiding what is there until it is unmounted):
+    a disk that fills up. Needs root; skipped elsewhere."""
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small filesystem here: {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+def _data(checkout: Path, name: str, *more: str) -> subprocess.CompletedProcess:
+    return snakemake(checkout, "data", "--cores", "2", *_config(name, *more), timeout=600)
+
+
+def test_a_full_disk_while_downloading_and_while_building_the_cache(checkout, clean, mirror):
+    server, archive = mirror
+    server.bytes_per_second = None
+    served = Path(archive["path"]).with_name("imagenette2-320-full.tgz")
+    served.write_bytes(Path(archive["path"]).read_bytes())
+    remote = [f"dataset.url={server.url(served.name)}", "dataset.sha256_url=null",
+              f"dataset.sha256={archive['sha256']}", "dataset.name=full-smoke"]  # fmt: skip
+    downloads, tfds = checkout / "resources/downloads", checkout / "resources/tfds"
+    with _small_disk(downloads, "64k"):
+        done = _data(checkout, "f_full", *remote)
+        assert done.returncode != 0
+        log = checkout / "resources/logs/download/imagenette2-320-full.tgz.log"
+        line = log.read_text().strip().splitlines()[-1]
+        assert line.startswith("error: disk full while writing ") and line.endswith(" written)")
+        assert not (downloads / served.name).exists()
+    with _small_disk(tfds, "96k"):
+        done = _data(checkout, "f_full", *remote)
+        assert done.returncode != 0
+        log = (checkout / "resources/logs/prepare/full-smoke-32px.log").read_text()
+        (line,) = [x for x in log.splitlines() if x.startswith("error: ")]  # tfds' bars aside
+        assert line == (
+            "error: disk full while building the cache in resources/tfds: free space there and "
+            "rerun (the partial build is in an incomplete.* folder, which no run reads)"
+        )
+    assert not (tfds / "full-smoke-32px.json").exists()
+    _rerun(checkout, "f_full", *remote)
+    _assert_whole(checkout, "f_full", clean)

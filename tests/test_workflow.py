@@ -196,7 +196,7 @@ def test_second_run_does_nothing(smoke):
 def test_data_target_stops_after_prepare(smoke):
     # Targets go before --config: everything after it is read as config.
     dry = snakemake(
-        smoke, "data", "-n", "--config", "experiment=smoke", "overrides=[dataset.image_size=24]"
+        smoke, "data", "-n", "--config", "experiment=smoke", "overrides=[dataset.image_size=48]"
     )
     assert dry.returncode == 0, dry.stderr
     # The archive is cached: only the new size's cache is built, and nothing is trained.

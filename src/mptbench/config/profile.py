@@ -30,6 +30,31 @@ def profile_dirs(argv: list[str], environ: dict[str, str] | None = None) -> list
     return found
 
 
+# Profile sections whose values the command line can give instead:
+# `--default-resources slurm_account=x` fills default-resources.slurm_account.
+COMMAND_LINE = {
+    "--default-resources": "default-resources",
+    "--set-threads": "set-threads",
+    "--set-resources": "set-resources",
+}
+
+
+def given(argv: list[str]) -> set[str]:
+    """The profile keys this command line sets itself (as default-resources.NAME, ...)."""
+    keys, section = set(), None
+    for arg in argv[1:]:
+        values = []
+        if arg.startswith("-"):
+            flag, _, inline = arg.partition("=")
+            section = COMMAND_LINE.get(flag)
+            values = [inline] if section and inline else []
+        elif section:
+            values = [arg]
+        for value in values:
+            keys.add(f"{section}.{value.split('=', 1)[0].replace(':', '.')}")
+    return keys
+
+
 def _placeholders(node: Any, path: str = "") -> list[str]:
     if isinstance(node, dict):
         return [k for key, value in node.items() for k in _placeholders(value, f"{path}{key}.")]
@@ -58,11 +83,13 @@ def unfilled(profile: str | Path, base: Path) -> tuple[Path, list[str]] | None:
 def check_profiles(
     argv: list[str], base: Path, environ: dict[str, str] | None = None
 ) -> str | None:
-    """One line for the first profile that still has placeholders; None when all are filled."""
+    """One line for the first profile that still has placeholders the command line does not
+    fill in itself; None when all are filled."""
     for profile in profile_dirs(argv, environ):
         found = unfilled(profile, base)
-        if found:
-            config, keys = found
+        keys = [k for k in found[1] if k not in given(argv)] if found else []
+        if keys:
+            config = found[0]
             try:
                 shown = config.relative_to(base)
             except ValueError:

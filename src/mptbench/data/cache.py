@@ -6,6 +6,7 @@ leaves nothing a later run reads. Another image size builds a new cache beside t
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import time
 from pathlib import Path
@@ -21,6 +22,22 @@ def digest(folder: str | Path) -> str:
     for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
         total.update(f"{path.relative_to(folder)}\0{sha256_of(path)}\n".encode())
     return total.hexdigest()
+
+
+def _named(exc: Exception, archive, data_dir, kind: str) -> DatasetError | None:
+    """A build failure a user can act on, as one line: a full disk, an archive without
+    images (tfds' "No examples were yielded" for a split). None for anything else."""
+    if "No space left on device" in str(exc) or getattr(exc, "errno", None) == errno.ENOSPC:
+        return DatasetError(
+            f"disk full while building the cache in {data_dir}: free space there and rerun "
+            "(the partial build is in an incomplete.* folder, which no run reads)"
+        )
+    if isinstance(exc, AssertionError) and "No examples were yielded" in str(exc):
+        split = str(exc).split('split "', 1)[-1].split('"', 1)[0]
+        return DatasetError(
+            f"{archive}: no images for the {split} split in it (is it the {kind} archive?)"
+        )
+    return None
 
 
 def prepare(
@@ -47,13 +64,11 @@ def prepare(
                 try_download_gcs=False, compute_stats=tfds.download.ComputeStatsMode.SKIP
             )
         )
-    except AssertionError as exc:  # tfds' words for a split with nothing in it
-        if "No examples were yielded" not in str(exc):
+    except Exception as exc:  # noqa: BLE001 - named below when known, else raised
+        named = _named(exc, archive, data_dir, kind)
+        if named is None:
             raise
-        split = str(exc).split('split "', 1)[-1].split('"', 1)[0]
-        raise DatasetError(
-            f"{archive}: no images for the {split} split in it (is it the {kind} archive?)"
-        ) from None
+        raise named from None
     counts = {split: int(b.info.splits[split].num_examples) for split in spec_of(kind).splits}
     if not counts["train"]:
         raise DatasetError(f"{archive}: no training images found in the archive")

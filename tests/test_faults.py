@@ -466,3 +466,27 @@ def test_a_full_disk_while_downloading_and_while_building_the_cache(checkout, cl
     assert not (tfds / "full-smoke-32px.json").exists()
     _rerun(checkout, "f_full", *remote)
     _assert_whole(checkout, "f_full", clean)
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--cores", "0", "--config", "experiment=smoke"],
+         "mptbench: --cores 0 leaves no core for any job; give --cores N or --cores all"),
+        (["-n", "--config", "experiment=smoke", "overrides=[sweep.batch_sizes=[4,8]"],
+         "mptbench config: override 'sweep.batch_sizes=[4,8' does not parse: "),
+        (["-n", "--config", "experiment=smoke", 'overrides=["policy=[float32", "x"'],
+         "mptbench config: override '[\"policy=[float32\", \"x' does not parse: "),
+        (["-n", "--config", "experiement=smoke"],
+         "mptbench config: --config experiement=...: unknown key 'experiement'"),
+        (["-n", "--profile", "profiles/slurm", "--config", "experiment=smoke"],
+         "mptbench profile: profiles/slurm/config.yaml: fill in default-resources.slurm_account,"),
+    ],
+)  # fmt: skip
+def test_bad_input_stops_before_any_job_with_one_line(tmp_path, args, line):
+    checkout = copy_workflow(tmp_path)
+    done = snakemake(checkout, *args, timeout=300)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert sum(x.startswith(line) for x in output.splitlines()) == 1, output[-2000:]
+    assert not (checkout / "results").exists() and not (checkout / "resources").exists()

@@ -7,15 +7,12 @@ import functools
 import http.server
 import json
 import shutil
-import socket
-import subprocess
-import sys
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from mlflow_server import MlflowServer
 
 pytestmark = pytest.mark.slow
 CHROMIUM_ARGS = [
@@ -78,37 +75,13 @@ def test_the_report_page_loads_whole_and_fits_the_page(smoke_run, browser, scree
         server.shutdown()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def mlflow_server(smoke_run):
     """`mlflow server` on 127.0.0.1 over the smoke run's own store."""
-    port = _free_port()
-    store = smoke_run[0] / "results/mlflow.db"
-    server = subprocess.Popen(
-        [str(Path(sys.executable).with_name("mlflow")), "server", "--host", "127.0.0.1",
-         "--port", str(port), "--backend-store-uri", f"sqlite:///{store}", "--workers", "1"],
-        cwd=smoke_run[0], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=2).close()
-                break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail("mlflow server did not come up within 120 s")
-        yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    # From the checkout, as a user starts it: the store's artifact paths are relative to it.
+    checkout = smoke_run[0]
+    with MlflowServer(checkout / "results/mlflow.db", cwd=checkout) as server:
+        yield server.url
 
 
 def _api(url: str, path: str, body: dict | None = None) -> dict:

@@ -22,6 +22,7 @@ import pandas as pd
 import psutil
 import pytest
 from httpserver import FileServer
+from mlflow_server import MlflowServer
 from workflow_helpers import active_runs, copy_workflow, snakemake
 
 from mptbench.data.fixtures import make_imagenette_archive
@@ -259,38 +260,11 @@ PASSWORD = "s3cret-for-the-test-only"
 def auth_server(tmp_path_factory):
     """`mlflow server --app-name basic-auth` on 127.0.0.1: its admin's password from the
     environment at first start, its user store and run store in a folder of its own."""
-    import socket
-
     root = tmp_path_factory.mktemp("auth_server")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     env = {**os.environ, "MLFLOW_AUTH_ADMIN_PASSWORD": PASSWORD,
            "MLFLOW_FLASK_SERVER_SECRET_KEY": "another-test-only-secret"}  # fmt: skip
-    log = open(root / "server.log", "w")  # noqa: SIM115 - closed below
-    server = subprocess.Popen(
-        [str(Path(sys.executable).with_name("mlflow")), "server", "--app-name", "basic-auth",
-         "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--backend-store-uri", f"sqlite:///{root / 'runs.db'}",
-         "--artifacts-destination", str(root / "artifacts")],
-        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and server.poll() is None:
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=2).close()
-                break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail("mlflow server did not come up: " + (root / "server.log").read_text())
-        yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-        log.close()
+    with MlflowServer(root / "runs.db", root / "artifacts", "basic-auth", env) as server:
+        yield server.url
 
 
 def _get(url: str, user: str | None = None, password: str | None = None) -> int:
@@ -338,45 +312,8 @@ def test_an_access_controlled_server_refuses_strangers_and_logs_a_cell_with_cred
     assert all(PASSWORD not in str(v) for r in runs for v in r.data.params.values())
 
 
-class _Server:
-    """A plain `mlflow server` on a fixed loopback port over one store: stopped and started
-    again, it comes back where the jobs expect it."""
-
-    def __init__(self, root: Path):
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.root, self.url, self.process = root, f"http://127.0.0.1:{self.port}", None
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            [str(Path(sys.executable).with_name("mlflow")), "server", "--host", "127.0.0.1",
-             "--port", str(self.port), "--workers", "1",
-             "--backend-store-uri", f"sqlite:///{self.root / 'runs.db'}",
-             "--artifacts-destination", str(self.root / "artifacts")],
-            cwd=self.root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"{self.url}/health", timeout=2).close()
-                return
-            except OSError:
-                time.sleep(0.5)
-        pytest.fail("mlflow server did not come up within 120 s")
-
-    def stop(self) -> None:
-        if self.process:
-            self.process.terminate()
-            self.process.wait(timeout=30)
-            self.process = None
-
-
 def test_an_unreachable_mlflow_server_loses_no_cell(checkout, clean, tmp_path):
-    server = _Server(tmp_path)
-    server.start()
+    server = MlflowServer(tmp_path / "runs.db", tmp_path / "artifacts").start()
     # Few retries, short timeouts: the test waits seconds for what a user's run retries longer.
     env = {**os.environ, "MLFLOW_TRACKING_URI": server.url, "CUDA_VISIBLE_DEVICES": "",
            "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}  # fmt: skip

@@ -1,16 +1,10 @@
 """The MLflow store under concurrent writers, and a tracking server on loopback."""
 
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
 import mlflow
 import pytest
+from mlflow_server import MlflowServer
 
 from mptbench.tracking import CellRun, init_experiment
 
@@ -45,36 +39,10 @@ def test_eight_concurrent_writers_lose_nothing(tmp_path):
     assert all(len(client.get_metric_history(r.info.run_id, "loss")) == 2 for r in runs)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_runs_reach_a_tracking_server_on_loopback(tmp_path):
-    port = _free_port()
-    mlflow_cli = Path(sys.executable).with_name("mlflow")
-    server = subprocess.Popen(
-        [str(mlflow_cli), "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
-         "--artifacts-destination", str(tmp_path / "artifacts"), "--workers", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    uri = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"{uri}/health", timeout=2):
-                    break
-            except (urllib.error.URLError, ConnectionError):
-                time.sleep(0.5)
-        else:
-            pytest.fail("mlflow server did not come up within 120 s")
+    with MlflowServer(tmp_path / "server.db", tmp_path / "artifacts") as server:
+        uri = server.url
         tracking = init_experiment(uri, "served", None)
         run_id = _write_run(tracking, 0)
         run = mlflow.MlflowClient(uri).get_run(run_id)
         assert run.info.status == "FINISHED" and run.data.tags["outcome"] == "ok"
-    finally:
-        server.terminate()
-        server.wait(timeout=30)

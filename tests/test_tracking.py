@@ -1,5 +1,6 @@
 """The MLflow store under concurrent writers, and a tracking server on loopback."""
 
+import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 
 import mlflow
@@ -25,7 +26,9 @@ def test_eight_concurrent_writers_lose_nothing(tmp_path):
     tracking = init_experiment(
         f"sqlite:///{tmp_path / 'mlflow.db'}", "concurrent", str(tmp_path / "a")
     )
-    with ProcessPoolExecutor(max_workers=8) as pool:
+    # Spawned, not forked: this process may already run JAX's threads (forking them deadlocks).
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=8, mp_context=spawn) as pool:
         run_ids = list(pool.map(_write_run, [tracking] * 8, range(8)))
     client = mlflow.MlflowClient(tracking["tracking_uri"])
     runs = client.search_runs([tracking["experiment_id"]], "tags.`mptbench.cell` != ''")

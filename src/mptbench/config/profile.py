@@ -85,9 +85,10 @@ def check_profiles(
 ) -> str | None:
     """One line for the first profile that still has placeholders the command line does not
     fill in itself; None when all are filled."""
+    on_command_line = given(argv)
     for profile in profile_dirs(argv, environ):
         found = unfilled(profile, base)
-        keys = [k for k in found[1] if k not in given(argv)] if found else []
+        keys = [k for k in found[1] if k not in on_command_line] if found else []
         if keys:
             config = found[0]
             try:

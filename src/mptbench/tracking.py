@@ -85,6 +85,31 @@ def finish_sweep(tracking: dict, report_dir: str, metrics: dict, tags: dict) -> 
     client.set_terminated(parent, status="FINISHED")
 
 
+def fail_sweep(tracking: dict) -> str | None:
+    """A Snakemake run that ended with errors: its sweep run says FAILED (until a later run's
+    report finishes it), not RUNNING with nothing running. Asks the store once, without the
+    client's retries (minutes when a server is gone); returns why it could not, if so."""
+    parent = tracking.get("parent_run_id")
+    if not parent:
+        return None
+    quick = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+    before = {key: os.environ.get(key) for key in quick}
+    os.environ.update(quick)
+    try:
+        client = _mlflow(tracking["tracking_uri"]).MlflowClient()
+        if client.get_run(parent).info.status == "RUNNING":
+            client.set_terminated(parent, status="FAILED")
+        return None
+    except Exception as exc:  # the store is what failed: say so, the run's errors come first
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     """{"a": {"b": 1}} -> {"a.b": 1}; lists stay whole (as their text)."""
     if not isinstance(data, dict):
@@ -137,6 +162,8 @@ class CellRun:
             log_system_metrics=self.system_metrics,
         )
         for old in earlier:
+            if old.info.status == "RUNNING":  # its job was killed (kill -9) before it could say so
+                self.client.set_terminated(old.info.run_id, status="KILLED")
             self.client.delete_run(old.info.run_id)
         return self
 
@@ -191,7 +218,13 @@ class CellRun:
         self.mlflow.log_dict(record, "run_record.json")
 
     def __exit__(self, exc_type, exc, tb):
-        self.mlflow.end_run(status=self.status if exc_type is None else "FAILED")
+        if exc_type is None:
+            status = self.status
+        elif issubclass(exc_type, Exception):
+            status = "FAILED"
+        else:  # stopped from outside: Ctrl-C, SIGTERM (scancel, a time limit)
+            status = "KILLED"
+        self.mlflow.end_run(status=status)
         return False
 
 

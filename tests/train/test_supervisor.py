@@ -83,15 +83,14 @@ def test_a_cell_is_timed_in_repeats_and_logged_as_one_mlflow_run(tmp_path, prepa
     assert run.data.tags["mlflow.parentRunId"] == tracking["parent_run_id"]
 
 
-def _kill_the_trainer_when_it_trains(job: subprocess.Popen) -> None:
-    """SIGKILL the supervisor's child once TensorFlow is in it (its memory says so)."""
+def _training_trainer(job: subprocess.Popen) -> psutil.Process:
+    """The supervisor's child, once TensorFlow is in it (its memory says so) and training."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and job.poll() is None:
         children = psutil.Process(job.pid).children()
         if children and children[0].memory_info().rss > 400 * 2**20:
             time.sleep(2)
-            os.kill(children[0].pid, signal.SIGKILL)
-            return
+            return children[0]
         time.sleep(0.2)
     pytest.fail("the trainer never started training")
 
@@ -102,7 +101,7 @@ def test_an_outside_sigkill_is_recorded_as_killed_not_oom(tmp_path, prepared32, 
         time_budget_s=None, max_step_seconds=None, validate=False, precision=None,
     )  # fmt: skip
     job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    _kill_the_trainer_when_it_trains(job)
+    os.kill(_training_trainer(job).pid, signal.SIGKILL)
     out, _ = job.communicate(timeout=120)
     assert job.returncode == 0, out[-2000:]
     data = json.loads(record.read_text())
@@ -111,6 +110,31 @@ def test_an_outside_sigkill_is_recorded_as_killed_not_oom(tmp_path, prepared32, 
     run = mlflow.MlflowClient(tracking["tracking_uri"]).get_run(data["mlflow_run_id"])
     assert run.info.status == "KILLED" and run.data.tags["outcome"] == "killed"
     assert not list(tmp_path.glob(".record.json.*"))  # the job's own files are gone
+
+
+def test_sigterm_to_the_job_ends_its_trainer_and_its_mlflow_run_as_killed(
+    tmp_path, prepared32, tracking
+):
+    """What scancel, a SLURM time limit or `kill` does: SIGTERM to the job, not a death of its
+    trainer. No record (the next run redoes the cell), no trainer left training."""
+    command, record = _job(
+        tmp_path, prepared32, tracking, epochs=1, steps_per_epoch=5000, timed_steps=4000,
+        time_budget_s=None, max_step_seconds=None, validate=False, precision=None,
+    )  # fmt: skip
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    trainer = _training_trainer(job)
+    job.send_signal(signal.SIGTERM)  # the supervisor only: its trainer must not outlive it
+    out, _ = job.communicate(timeout=60)
+    assert job.returncode == 128 + signal.SIGTERM, out[-2000:]
+    assert out.splitlines()[-1] == (
+        "error: stopped by SIGTERM before the job finished; nothing written, the next run does "
+        "it again"
+    )
+    assert not trainer.is_running() or trainer.status() == psutil.STATUS_ZOMBIE
+    assert not record.exists() and not list(tmp_path.glob(".record.json.*"))
+    client = mlflow.MlflowClient(tracking["tracking_uri"])
+    (run,) = client.search_runs([tracking["experiment_id"]], "tags.`mptbench.cell` != ''")
+    assert run.info.status == "KILLED"
 
 
 def test_memory_limit_exceeded_is_recorded_as_oom(tmp_path, prepared32, tracking):

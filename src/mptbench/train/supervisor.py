@@ -10,11 +10,13 @@ fails in any other way fails the job.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import math
 import os
 import resource
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -40,6 +42,31 @@ class TrainerFailed(RuntimeError):
 class TrackingFailed(RuntimeError):
     """The MLflow store could not be reached: the job fails, saying whether the cell's record
     is kept (a rerun then logs it without training again)."""
+
+
+class Stopped(BaseException):
+    """SIGTERM reached the supervisor: `scancel`, a SLURM time limit or preemption, or a user's
+    `kill`. Like Ctrl-C (KeyboardInterrupt), not an Exception: nothing may catch it as a
+    failure of the cell. Its MLflow run ends KILLED and no record is written."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def stopped_by_sigterm():
+    """SIGTERM raises Stopped while the job runs (its default would end the process at once,
+    leaving its MLflow run RUNNING and its trainer training)."""
+
+    def stop(signum, _frame):
+        raise Stopped(signum)
+
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 class Trainer:
@@ -73,6 +100,7 @@ class Trainer:
         self.out.unlink(missing_ok=True)
         before, usage = memory.oom_kills(), cpu_usage()
         sys.stdout.flush()
+        child = None
         try:
             child = process.start(self.python, TRAINER, ["--job", str(self.job_file)], self.env)
             code, over_limit = memory.watch(child, self.run["train"].get("memory_limit_mb"))
@@ -82,6 +110,9 @@ class Trainer:
                 raise TrainerFailed(f"the trainer exited with code {code}; see the log above")
             return read_json(self.out) | {"cpu_percent": cpu_percent(usage)}
         finally:
+            if child is not None and child.poll() is None:  # the supervisor itself was stopped
+                child.kill()
+                child.wait()
             self.job_file.unlink(missing_ok=True)
             self.out.unlink(missing_ok=True)
 
@@ -275,21 +306,30 @@ def supervise(
         Path(profile_dir).mkdir(parents=True)
     trainer = Trainer(python, run, record, profile_dir, log_file)
     try:
-        if not probe_only:
-            verify_cache(read_json(prepared), prepared)
-        if probe_only:
-            result = probe(trainer, prepared)
-        else:
-            probed = read_json(probe_file) if probe_file else None
-            described = read_json(model_info) if model_info else None
-            tracked = read_json(tracking) if tracking else None
-            result = train_cell(trainer, prepared, tracked, probed, described)
-            print(f"{result['outcome']}: {_summary(result)}", file=sys.stderr, flush=True)
+        with stopped_by_sigterm():
+            result = _supervise(trainer, prepared, tracking, probe_only, probe_file, model_info)
     except (TrainerFailed, DatasetError, TrackingFailed) as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1
+    except (Stopped, KeyboardInterrupt) as exc:
+        stopped = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
+        print(f"error: stopped by {signal.Signals(stopped).name} before the job finished; nothing "
+              "written, the next run does it again", file=sys.stderr, flush=True)  # fmt: skip
+        return 128 + stopped
     write_json(record, result)
     return 0
+
+
+def _supervise(trainer, prepared, tracking, probe_only, probe_file, model_info) -> dict:
+    if probe_only:
+        return probe(trainer, prepared)
+    verify_cache(read_json(prepared), prepared)
+    probed = read_json(probe_file) if probe_file else None
+    described = read_json(model_info) if model_info else None
+    tracked = read_json(tracking) if tracking else None
+    result = train_cell(trainer, prepared, tracked, probed, described)
+    print(f"{result['outcome']}: {_summary(result)}", file=sys.stderr, flush=True)
+    return result
 
 
 def _summary(record: dict) -> str:

@@ -23,3 +23,7 @@ rule all:
 
 onsuccess:
     print_headline()
+
+
+onerror:
+    mark_sweep_failed()

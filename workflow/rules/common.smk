@@ -302,3 +302,14 @@ def print_headline():
         config_arguments(sys.argv),
     ):
         print(line)
+
+
+def mark_sweep_failed():
+    """When a run ends with errors: its MLflow sweep run ends FAILED instead of staying RUNNING."""
+    if not Path(TRACKING).exists():
+        return
+    from mptbench.tracking import fail_sweep
+
+    why = fail_sweep(json.loads(Path(TRACKING).read_text()))
+    if why:
+        print(f"MLflow's sweep run for {EXPERIMENT} was not marked FAILED: {why}")

@@ -1,8 +1,9 @@
 """The fault matrix: each fault provoked for real on a small grid, then the same command run
 again (after `snakemake --unlock` where Snakemake asks for it). After each: every cell has
-exactly one record and one finished MLflow run (earlier attempts in MLflow's trash), nothing
-half-written is left where a job would trust it, and the report has a clean run's rows and
-columns. README's "When things go wrong" table lists what each fault needs from the user."""
+exactly one record and one finished MLflow run (earlier attempts in MLflow's trash, none left
+RUNNING), nothing half-written is left where a job would trust it, and the report has a clean
+run's rows and columns. README's "When things go wrong" table lists what each fault needs
+from the user. `scancel` of a job is tried in test_slurm.py, where the test cluster runs."""
 
 from __future__ import annotations
 
@@ -19,11 +20,10 @@ import urllib.request
 from pathlib import Path
 
 import pandas as pd
-import psutil
 import pytest
 from httpserver import FileServer
 from mlflow_server import MlflowServer
-from workflow_helpers import active_runs, copy_workflow, snakemake
+from workflow_helpers import active_runs, copy_workflow, runs, snakemake, trainers, wait_for
 
 from mptbench.data.fixtures import make_imagenette_archive
 
@@ -52,31 +52,10 @@ def _start(checkout: Path, name: str, *more: str) -> subprocess.Popen:
     )  # fmt: skip
 
 
-def _wait_for(condition, process: subprocess.Popen, what: str, timeout: float = 300):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        if process.poll() is not None:
-            raise AssertionError(f"snakemake ended (code {process.returncode}) before {what}")
-        time.sleep(0.2)
-    raise AssertionError(f"no {what} within {timeout} s")
-
-
 def _kill_all(process: subprocess.Popen) -> None:
     """kill -9 of Snakemake's whole process group: it and every job it started."""
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
-
-
-def _trainers(checkout: Path) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["cmdline", "cwd"]):
-        cmdline = proc.info["cmdline"] or []
-        if "mptbench.train.trainer" in cmdline and proc.info["cwd"] == str(checkout):
-            found.append(proc)
-    return found
 
 
 def _rerun(checkout: Path, name: str, *more: str) -> tuple[subprocess.CompletedProcess, bool]:
@@ -143,7 +122,7 @@ def test_kill_9_during_the_download(checkout, clean, mirror):
     downloads = checkout / "resources" / "downloads"
     process = _start(checkout, "f_download", *remote)
     parts = lambda: [p for p in downloads.glob("*.part") if p.stat().st_size > 0]  # noqa: E731
-    (part,) = _wait_for(parts, process, "a partial download on disk")
+    (part,) = wait_for(parts, process, "a partial download on disk")
     _kill_all(process)
     assert 0 < part.stat().st_size < Path(archive["path"]).stat().st_size
     assert not (downloads / "imagenette2-320.tgz").exists()  # only the .part, never trusted
@@ -158,7 +137,7 @@ def test_kill_9_while_the_cache_is_built(checkout, clean):
     bigger = ["dataset.image_size=40"]  # a cache not built yet
     process = _start(checkout, "f_prepare", *bigger)
     tfds = checkout / "resources" / "tfds"
-    _wait_for(lambda: list(tfds.rglob("*incomplete*")), process, "cache build")
+    wait_for(lambda: list(tfds.rglob("*incomplete*")), process, "cache build")
     _kill_all(process)
     assert not (tfds / "imagenette2-320-smoke-40px.json").exists()
     _rerun(checkout, "f_prepare", *bigger)
@@ -169,7 +148,7 @@ def test_kill_9_during_calibration(checkout, clean):
     settings = ["device.cpu.calibrate.cap_s=3.5"]  # a calibration not measured yet
     process = _start(checkout, "f_calibrate", *settings)
     calibrations = checkout / "results" / "calibration"
-    _wait_for(lambda: list(calibrations.rglob("*.log")) and len(
+    wait_for(lambda: list(calibrations.rglob("*.log")) and len(
         list(calibrations.rglob("*.log"))) > len(list(calibrations.rglob("*.json"))),
         process, "calibration")  # fmt: skip
     time.sleep(2)
@@ -180,30 +159,24 @@ def test_kill_9_during_calibration(checkout, clean):
 
 def test_kill_9_during_a_train_job(checkout, clean):
     process = _start(checkout, "f_train")
-    _wait_for(lambda: _trainers(checkout), process, "a trainer")
+    wait_for(lambda: trainers(checkout), process, "a trainer")
     time.sleep(3)
     _kill_all(process)
-    assert not _trainers(checkout)
+    assert not trainers(checkout)
     assert not list((checkout / "results/f_train/runs").rglob("*.json"))
     _, unlocked = _rerun(checkout, "f_train")
     assert unlocked
     _assert_whole(checkout, "f_train", clean)
-    # The killed attempt's MLflow run went to the trash: none is left RUNNING.
-    import mlflow
-
-    client = mlflow.MlflowClient(f"sqlite:///{checkout / 'results/mlflow.db'}")
-    experiment = client.get_experiment_by_name("f_train")
-    every = client.search_runs(
-        [experiment.experiment_id], run_view_type=mlflow.entities.ViewType.ALL
-    )
-    assert not [r for r in every if r.info.status == "RUNNING" and r.info.lifecycle_stage ==
-                "active"]  # fmt: skip
+    # The killed attempt's run is in the trash, ended as KILLED by the rerun: none RUNNING.
+    every = runs(checkout / "results/mlflow.db", "f_train")
     assert len(every) > len(active_runs(checkout / "results/mlflow.db", "f_train"))
+    assert "RUNNING" not in {status for _, status, _ in every}
+    assert ("KILLED", "deleted") in {(status, stage) for _, status, stage in every}
 
 
 def test_kill_9_of_the_trainer_alone_is_recorded_as_killed(checkout, clean):
     process = _start(checkout, "f_trainer")
-    (trainer,) = _wait_for(lambda: _trainers(checkout), process, "a trainer")
+    (trainer,) = wait_for(lambda: trainers(checkout), process, "a trainer")
     time.sleep(2)
     trainer.kill()
     assert process.wait(timeout=600) == 0  # the supervisor survives; the workflow goes on
@@ -217,7 +190,7 @@ def test_kill_9_of_the_trainer_alone_is_recorded_as_killed(checkout, clean):
 def test_kill_9_during_the_report(checkout, clean):
     process = _start(checkout, "f_aggregate")
     log = checkout / "results/f_aggregate/logs/aggregate.log"
-    _wait_for(log.exists, process, "the aggregate job")
+    wait_for(log.exists, process, "the aggregate job")
     _kill_all(process)
     _rerun(checkout, "f_aggregate")
     _assert_whole(checkout, "f_aggregate", clean)
@@ -225,7 +198,7 @@ def test_kill_9_during_the_report(checkout, clean):
 
 def test_two_snakemakes_at_once_in_one_directory(checkout, clean):
     first = _start(checkout, "f_twice")
-    _wait_for(lambda: (checkout / ".snakemake/locks").exists() and list(
+    wait_for(lambda: (checkout / ".snakemake/locks").exists() and list(
         (checkout / ".snakemake/locks").iterdir()), first, "the first run's lock")  # fmt: skip
     second = snakemake(checkout, "--cores", "2", *_config("f_twice"))
     assert second.returncode != 0 and LOCKED in second.stdout + second.stderr
@@ -325,7 +298,7 @@ def test_an_unreachable_mlflow_server_loses_no_cell(checkout, clean, tmp_path):
             command, cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, start_new_session=True,
         )  # fmt: skip
-        _wait_for(lambda: _trainers(checkout), process, "a trainer")
+        wait_for(lambda: trainers(checkout), process, "a trainer")
         server.stop()  # gone while the cell trains: it cannot log when it finishes
         output, _ = process.communicate(timeout=600)
         assert process.returncode != 0

@@ -1,15 +1,19 @@
 """The smoke experiment through profiles/slurm on a real single-node SLURM on loopback."""
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pandas as pd
+import psutil
 import pytest
 from slurm_cluster import SlurmCluster, Unavailable
-from workflow_helpers import active_runs, copy_workflow, snakemake
+from workflow_helpers import active_runs, copy_workflow, runs, snakemake, trainers, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -60,10 +64,15 @@ def _site_values(cluster) -> list[str]:
     ]
 
 
-def _snakemake_slurm(cwd, cluster, *config, timeout):
+def _slurm_command(cluster, *config) -> tuple[list[str], dict]:
+    """The arguments after `snakemake`, and the environment to run it in."""
     # A SLURM job's variables (an outer allocation) or a custom SLURM_CONF would leak in.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_"))}
-    args = ["--profile", "profiles/slurm", *_site_values(cluster), "--config", *config]
+    return ["--profile", "profiles/slurm", *_site_values(cluster), "--config", *config], env
+
+
+def _snakemake_slurm(cwd, cluster, *config, timeout):
+    args, env = _slurm_command(cluster, *config)
     try:
         return snakemake(cwd, *args, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as exc:
@@ -125,3 +134,73 @@ def test_gpu_request_on_a_node_without_gpus_fails_with_slurms_reason(smoke, clus
     # The request SLURM refused: one GPU with cores per GPU (cpus_per_gpu), not a CPU cell's.
     assert "--gpus=1" in output and "--cpus-per-gpu=1" in output, output[-3000:]
     assert not (checkout / "results/smoke_gpu/runs").exists()
+
+
+def _slurm_job_of_a_trainer(checkout, process, but: set[str]) -> str:
+    """The SLURM job id of a trainer training in the checkout, other than those in `but`."""
+
+    def job() -> str | None:
+        for trainer in trainers(checkout):
+            with contextlib.suppress(psutil.Error):
+                job_id = trainer.environ().get("SLURM_JOB_ID")
+                if job_id and job_id not in but:
+                    return job_id
+        return None
+
+    return wait_for(job, process, "a trainer in a new SLURM job", timeout=300)
+
+
+def test_a_cancelled_job_is_retried_and_a_rerun_finishes_what_was_cancelled(smoke, cluster):
+    """scancel of a train job, then of the retry the profile makes (retries: 1): the run
+    fails naming both, leaves no record, and the same command run again finishes the cell."""
+    checkout, _ = smoke
+    one_cell = ["name=smoke_cancel", "model=[seed_convnet]", "backend=[tensorflow]",
+                "policy=[float32]", "sweep.batch_sizes=[4]", "train.repeats=1",
+                "train.max_step_seconds=null", "train.profile_steps=0",
+                "train.synthetic_twin=false"]  # fmt: skip
+    config = ["experiment=smoke", "overrides=[" + ",".join(f'"{o}"' for o in one_cell) + "]"]
+    args, env = _slurm_command(cluster, *config)
+    exe = Path(sys.executable).with_name("snakemake")
+    with open(checkout / "smoke_cancel.out", "w+") as log:
+        process = subprocess.Popen([str(exe), *args], cwd=checkout, env=env, stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        try:
+            cancelled: list[str] = []
+            for _ in range(2):  # the job, then its retry
+                cancelled.append(_slurm_job_of_a_trainer(checkout, process, set(cancelled)))
+                subprocess.run(["scancel", cancelled[-1]], check=True, timeout=30)
+            process.wait(timeout=SMOKE_TIMEOUT_S)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+        log.seek(0)
+        output = log.read()
+    assert process.returncode != 0, output[-4000:]
+    for job_id in cancelled:
+        said = f"SLURM-job '{job_id}' failed, SLURM status is: 'CANCELLED'"
+        assert said in output, output[-4000:]
+    results = checkout / "results/smoke_cancel"
+    assert not list((results / "runs").rglob("*.json")), "a cancelled job left a record"
+    assert not list((results / "runs").rglob(".*")), "a cancelled job left its job files"
+    db = checkout / "results/mlflow.db"
+    # Both attempts ended their MLflow runs as KILLED (the supervisor turns SIGTERM into that),
+    # and the sweep run says FAILED: nothing is left RUNNING with nothing running.
+    assert sorted(status for _, status, _ in runs(db, "smoke_cancel")) == [
+        "FAILED", "KILLED", "KILLED"]  # fmt: skip
+
+    done = _snakemake_slurm(checkout, cluster, *config, timeout=SMOKE_TIMEOUT_S)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:] + cluster.logs()
+    (record,) = (results / "runs").rglob("*.json")
+    data = json.loads(record.read_text())
+    assert data["outcome"] == "ok" and data["fingerprint"]["slurm_job_id"] not in cancelled
+    every = runs(db, "smoke_cancel")
+    assert "RUNNING" not in {status for _, status, _ in every}
+    active = [(run, status) for run, status, stage in every if stage == "active"]
+    assert len(active) == 2 and {status for _, status in active} == {"FINISHED"}  # cell, sweep
+    assert data["mlflow_run_id"] in {run for run, _ in active}
+    summary = pd.read_csv(results / "report/summary.csv")
+    clean = pd.read_csv(checkout / "results/smoke/report/summary.csv")
+    assert list(summary.columns) == list(clean.columns)
+    keys = ["model", "backend", "variant", "device", "policy", "batch_size"]
+    assert summary[keys].values.tolist() == [["seed_convnet", "tensorflow", "pypi", "cpu",
+                                              "float32", 4]]  # fmt: skip

@@ -7,7 +7,10 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ("Snakefile", "conf", "workflow", "src", "profiles", "envs")
@@ -46,12 +49,41 @@ def job_counts(output: str) -> dict[str, int]:
     return counts
 
 
-def active_runs(db: Path, experiment: str) -> list[tuple[str, str]]:
-    """(run id, status) of the runs an MLflow sqlite store holds for an experiment."""
+def runs(db: Path, experiment: str) -> list[tuple[str, str, str]]:
+    """(run id, status, lifecycle stage) of every run an MLflow sqlite store holds for an
+    experiment, the trash's included."""
     with sqlite3.connect(db) as con:
         return con.execute(
-            "SELECT r.run_uuid, r.status FROM runs r "
-            "JOIN experiments e ON r.experiment_id = e.experiment_id "
-            "WHERE e.name = ? AND r.lifecycle_stage = 'active'",
+            "SELECT r.run_uuid, r.status, r.lifecycle_stage FROM runs r "
+            "JOIN experiments e ON r.experiment_id = e.experiment_id WHERE e.name = ?",
             (experiment,),
         ).fetchall()
+
+
+def active_runs(db: Path, experiment: str) -> list[tuple[str, str]]:
+    """(run id, status) of the runs an MLflow sqlite store holds for an experiment, outside
+    the trash."""
+    return [(run, status) for run, status, stage in runs(db, experiment) if stage == "active"]
+
+
+def wait_for(condition, process: subprocess.Popen, what: str, timeout: float = 300):
+    """condition() once it is true; fails when the process ends first or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        if process.poll() is not None:
+            raise AssertionError(f"snakemake ended (code {process.returncode}) before {what}")
+        time.sleep(0.2)
+    raise AssertionError(f"no {what} within {timeout} s")
+
+
+def trainers(checkout: Path) -> list[psutil.Process]:
+    """The trainer processes running in a checkout (started by a local or a SLURM job)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "cwd"]):
+        cmdline = proc.info["cmdline"] or []
+        if "mptbench.train.trainer" in cmdline and proc.info["cwd"] == str(checkout):
+            found.append(proc)
+    return found

@@ -54,7 +54,9 @@ def test_runs_reach_a_tracking_server_on_loopback(tmp_path):
 
 
 def test_every_attempt_of_a_cell_ends_and_only_the_last_stays_active(tmp_path):
-    tracking = init_experiment(f"sqlite:///{tmp_path / 'mlflow.db'}", "attempts", None)
+    tracking = init_experiment(
+        f"sqlite:///{tmp_path / 'mlflow.db'}", "attempts", str(tmp_path / "a")
+    )
     tracking = dict(tracking, system_metrics=False)
     client = mlflow.MlflowClient(tracking["tracking_uri"])
     # What a job killed with SIGKILL leaves: a run that never ended.
@@ -77,7 +79,7 @@ def test_every_attempt_of_a_cell_ends_and_only_the_last_stays_active(tmp_path):
 
 
 def test_a_sweep_that_failed_says_so_until_a_later_report_finishes_it(tmp_path):
-    tracking = init_experiment(f"sqlite:///{tmp_path / 'mlflow.db'}", "sweep", None)
+    tracking = init_experiment(f"sqlite:///{tmp_path / 'mlflow.db'}", "sweep", str(tmp_path / "a"))
     client = mlflow.MlflowClient(tracking["tracking_uri"])
     sweep = lambda: client.get_run(tracking["parent_run_id"]).info.status  # noqa: E731
     assert sweep() == "RUNNING"

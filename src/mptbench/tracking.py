@@ -101,7 +101,9 @@ def fail_sweep(tracking: dict) -> str | None:
             client.set_terminated(parent, status="FAILED")
         return None
     except Exception as exc:  # the store is what failed: say so, the run's errors come first
-        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        from mptbench.train.outcomes import first_line
+
+        return first_line(exc)
     finally:
         for key, value in before.items():
             if value is None:

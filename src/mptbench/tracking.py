@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from mptbench.train.outcomes import first_line
+
 
 def _mlflow(uri: str):
     os.environ.setdefault("MLFLOW_ENABLE_PROXY_MULTIPART_UPLOAD", "false")
@@ -101,8 +103,6 @@ def fail_sweep(tracking: dict) -> str | None:
             client.set_terminated(parent, status="FAILED")
         return None
     except Exception as exc:  # the store is what failed: say so, the run's errors come first
-        from mptbench.train.outcomes import first_line
-
         return first_line(exc)
     finally:
         for key, value in before.items():

@@ -22,6 +22,8 @@ import os
 import sys
 from typing import Any
 
+from mptbench.train.outcomes import first_line
+
 KINDS = ("layers", "application", "python")
 
 
@@ -63,10 +65,6 @@ def _application(keras, model_cfg: dict[str, Any], input_shape, num_classes: int
     logits = keras.layers.Dense(num_classes, name="logits")(base.output)
     outputs = keras.layers.Activation(model_cfg["output_activation"], dtype="float32")(logits)
     return keras.Model(base.input, outputs, name=model_cfg["name"])
-
-
-def first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 def load_builder(path: str):

@@ -23,22 +23,25 @@ import pandas as pd
 import pytest
 from httpserver import FileServer
 from mlflow_server import MlflowServer
-from workflow_helpers import active_runs, copy_workflow, runs, snakemake, trainers, wait_for
+from workflow_helpers import (
+    active_runs,
+    copy_workflow,
+    one_cell_config,
+    runs,
+    snakemake,
+    trainers,
+    wait_for,
+)
 
 from mptbench.data.fixtures import make_imagenette_archive
 
 pytestmark = pytest.mark.slow
 
-# One cell per run, timed once, no probe, no profile: what is under test is the pipeline.
-SMALL = ["model=[seed_convnet]", "backend=[tensorflow]", "policy=[float32]",
-         "sweep.batch_sizes=[4]", "train.repeats=1", "train.max_step_seconds=null",
-         "train.profile_steps=0", "train.synthetic_twin=false"]  # fmt: skip
 LOCKED = "cannot be locked"
 
 
 def _config(name: str, *more: str) -> list[str]:
-    overrides = ",".join(f'"{o}"' for o in (f"name={name}", *SMALL, *more))
-    return ["--config", "experiment=smoke", f"overrides=[{overrides}]"]
+    return ["--config", *one_cell_config(name, *more)]
 
 
 def _start(checkout: Path, name: str, *more: str) -> subprocess.Popen:

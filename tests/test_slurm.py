@@ -13,7 +13,15 @@ import pandas as pd
 import psutil
 import pytest
 from slurm_cluster import SlurmCluster, Unavailable
-from workflow_helpers import active_runs, copy_workflow, runs, snakemake, trainers, wait_for
+from workflow_helpers import (
+    active_runs,
+    copy_workflow,
+    one_cell_config,
+    runs,
+    snakemake,
+    trainers,
+    wait_for,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -154,11 +162,7 @@ def test_a_cancelled_job_is_retried_and_a_rerun_finishes_what_was_cancelled(smok
     """scancel of a train job, then of the retry the profile makes (retries: 1): the run
     fails naming both, leaves no record, and the same command run again finishes the cell."""
     checkout, _ = smoke
-    one_cell = ["name=smoke_cancel", "model=[seed_convnet]", "backend=[tensorflow]",
-                "policy=[float32]", "sweep.batch_sizes=[4]", "train.repeats=1",
-                "train.max_step_seconds=null", "train.profile_steps=0",
-                "train.synthetic_twin=false"]  # fmt: skip
-    config = ["experiment=smoke", "overrides=[" + ",".join(f'"{o}"' for o in one_cell) + "]"]
+    config = one_cell_config("smoke_cancel")
     args, env = _slurm_command(cluster, *config)
     exe = Path(sys.executable).with_name("snakemake")
     with open(checkout / "smoke_cancel.out", "w+") as log:

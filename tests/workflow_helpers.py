@@ -14,6 +14,10 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ("Snakefile", "conf", "workflow", "src", "profiles", "envs")
+# One cell, timed once, no probe, no profile: for tests of the pipeline, not of the timing.
+ONE_CELL = ["model=[seed_convnet]", "backend=[tensorflow]", "policy=[float32]",
+            "sweep.batch_sizes=[4]", "train.repeats=1", "train.max_step_seconds=null",
+            "train.profile_steps=0", "train.synthetic_twin=false"]  # fmt: skip
 
 
 def copy_workflow(root: Path) -> Path:
@@ -47,6 +51,12 @@ def job_counts(output: str) -> dict[str, int]:
             break
         counts[parts[0]] = int(parts[1])
     return counts
+
+
+def one_cell_config(name: str, *more: str) -> list[str]:
+    """The values after `--config` for the smoke experiment on ONE_CELL, named `name`."""
+    overrides = ",".join(f'"{o}"' for o in (f"name={name}", *ONE_CELL, *more))
+    return ["experiment=smoke", f"overrides=[{overrides}]"]
 
 
 def runs(db: Path, experiment: str) -> list[tuple[str, str, str]]:

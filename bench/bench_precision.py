@@ -1,10 +1,13 @@
 """Do two independent runs of the same cell agree within their intervals?
 
 Runs one cell (seed convnet, float32, on the smoke fixture at --image-size) through the real
-train job (python -m mptbench.train.supervisor) four times, back to back: twice with
-train.repeats=1 (the interval then covers the noise within one process only) and twice with
-train.repeats=3 (it covers the variation between processes too). For each pair it prints both
-medians with their 95% intervals and whether they overlap, and each run's wall time.
+train job (python -m mptbench.train.supervisor) six times, back to back: twice with
+train.repeats=1 (the interval then covers the noise within one process only), twice with
+train.repeats=3 (it covers the variation between processes too), and, with train.repeats=3,
+once timing every step and once timing blocks of 4 steps (device.cpu.block_steps, as GPUs
+time blocks of 10): a block's sample is its mean step, so both must find the same ms/step.
+For each pair it prints both medians with their 95% intervals, whether they overlap, the
+second's median over the first's, and each run's wall time.
 """
 
 from __future__ import annotations
@@ -43,10 +46,20 @@ def setup(image_size: int) -> tuple[Path, Path]:
     return prepared, tracking
 
 
-def run_cell(repeats: int, args, prepared: Path, tracking: Path, tag: str) -> dict:
+PAIRS = {  # a pair's name: the overrides of its two runs
+    "repeats=1": [["train.repeats=1"]] * 2,
+    "repeats=3": [["train.repeats=3"]] * 2,
+    "block_steps 1 vs 4": [
+        ["train.repeats=3", "device.cpu.block_steps=1"],
+        ["train.repeats=3", "device.cpu.block_steps=4"],
+    ],
+}
+
+
+def run_cell(pair: list[str], args, prepared: Path, tracking: Path, tag: str) -> dict:
     from mptbench.config import Cell, compose_config, run_config
 
-    overrides = [f"dataset.image_size={args.image_size}", f"train.repeats={repeats}",
+    overrides = [f"dataset.image_size={args.image_size}", *pair,
                  "train.epochs=50", "train.steps_per_epoch=null", "train.warmup_steps=3",
                  "train.timed_steps=100", "train.min_timed_steps=10", "train.precision=0.02",
                  "train.time_budget_s=60", "train.validate=false", "train.synthetic_twin=false",
@@ -76,20 +89,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     prepared, tracking = setup(args.image_size)
     results = {}
-    for repeats in (1, 3):
-        pair = [run_cell(repeats, args, prepared, tracking, f"r{repeats}-{i}") for i in (1, 2)]
+    for p, (name, runs) in enumerate(PAIRS.items()):
+        pair = [run_cell(o, args, prepared, tracking, f"p{p}-{i}") for i, o in enumerate(runs, 1)]
         a, b = pair
         overlap = a["ms_per_step_ci_low"] <= b["ms_per_step_ci_high"] and (
             b["ms_per_step_ci_low"] <= a["ms_per_step_ci_high"]
         )
         for i, r in enumerate(pair, 1):
-            print(f"repeats={repeats} run {i}: {r['ms_per_step']:.2f} ms/step, 95% interval "
+            block = r["config"]["device"]["block_steps"]
+            print(f"{name} run {i}: {r['ms_per_step']:.2f} ms/step, 95% interval "
                   f"{r['ms_per_step_ci_low']:.2f}-{r['ms_per_step_ci_high']:.2f} "
-                  f"({r['timed_steps']} steps, stopped by {r['stopped_by']}, "
-                  f"{r['wall_s']:.0f} s)")  # fmt: skip
-        print(f"repeats={repeats}: the two runs {'agree' if overlap else 'DISAGREE'} "
-              f"(intervals {'overlap' if overlap else 'do not overlap'})", flush=True)  # fmt: skip
-        results[repeats] = {"runs": pair, "agree": overlap}
+                  f"({r['timed_steps']} samples of {block} step(s), stopped by "
+                  f"{r['stopped_by']}, {r['wall_s']:.0f} s)")  # fmt: skip
+        ratio = b["ms_per_step"] / a["ms_per_step"]
+        print(f"{name}: the two runs {'agree' if overlap else 'DISAGREE'} (intervals "
+              f"{'overlap' if overlap else 'do not overlap'}; run 2 / run 1 = {ratio:.3f})",
+              flush=True)  # fmt: skip
+        results[name] = {"runs": pair, "agree": overlap, "ratio": ratio}
     (WORK / "bench_precision_last_run.json").write_text(json.dumps(results, indent=2, default=str))
     return 0
 

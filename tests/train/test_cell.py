@@ -1,7 +1,6 @@
 """One repeat of a grid cell, trained for real in this process: its steps and outcomes."""
 
 import copy
-import statistics
 from pathlib import Path
 
 import pytest
@@ -93,21 +92,17 @@ def test_the_probe_times_two_batch_sizes(tf, prepared32):
     assert [len(p["steps_s"]) for p in stopped["points"]] == [1]
 
 
-def test_steps_timed_in_blocks_agree_with_steps_timed_one_by_one(tf, prepared32):
-    """On a GPU the loss is read back once per block of steps; per-step times derived from
-    blocks must match those timed step by step (here on the CPU, runs interleaved, with steps
-    long enough that the host's per-step work, which blocks save, is under 5% of a step)."""
-    medians = {1: [], 4: []}
-    for _ in range(3):  # interleaved rounds; the fastest of each way is compared
-        for block in (1, 4):
-            run = _run(batch_size=256, epochs=1, steps_per_epoch=28, warmup_steps=4,
-                       timed_steps=None, min_timed_steps=1, precision=None, time_budget_s=None,
-                       validate=False, synthetic_twin=False)  # fmt: skip
-            run["device"]["block_steps"] = block
-            result = run_repeat(tf, run, prepared32, repeat=0)
-            assert result["outcome"] == "ok"
-            assert len(result["step_s"]) == 24 // block  # samples: steps, or blocks of 4
-            assert result["steps_per_sample"] == block
-            medians[block].append(statistics.median(result["step_s"]))
-    one_by_one, in_blocks = min(medians[1]), min(medians[4])
-    assert in_blocks == pytest.approx(one_by_one, rel=0.05), medians
+def test_a_block_of_steps_gives_one_sample_of_the_per_step_time(tf, prepared32):
+    """With steps_per_execution (on GPUs, so the loss is read back once per block) Keras calls
+    back once per block of 4 steps; each sample is the block's time over its steps, so the
+    samples times 4 account for the timed wall time. Whether block and single-step timing
+    agree within a few percent is a measurement, in bench/bench_precision.py."""
+    run = _run(batch_size=32, epochs=1, steps_per_epoch=28, warmup_steps=4, timed_steps=None,
+               min_timed_steps=1, precision=None, time_budget_s=None, validate=False,
+               synthetic_twin=False)  # fmt: skip
+    run["device"]["block_steps"] = 4
+    result = run_repeat(tf, run, prepared32, repeat=0)
+    assert result["outcome"] == "ok"
+    assert len(result["warmup_s"]) == 1 and len(result["step_s"]) == 24 // 4
+    assert result["steps_per_sample"] == 4
+    assert 4 * sum(result["step_s"]) == pytest.approx(result["timed_wall_s"], rel=0.05)

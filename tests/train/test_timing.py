@@ -3,6 +3,8 @@ or after a first timed step that alone is over the limit."""
 
 import itertools
 
+import pytest
+
 from mptbench.train.timing import StepClock, percentile, summarise
 
 
@@ -74,3 +76,21 @@ def test_percentiles_and_summary():
     summary = summarise([0.1, 0.2, 0.3], batch_size=10, timed_wall_s=0.61)
     assert summary["ms_per_step"] == 200
     assert summary["timed_steps"] == 3
+
+
+def test_a_block_is_one_sample_of_its_mean_step_and_warm_up_counts_steps():
+    time = FakeTime()
+    clock = StepClock(warmup_steps=2, timed_steps=3, min_timed_steps=1, time_budget_s=None,
+                      now=time)  # fmt: skip
+    clock.epoch_begin(0)
+    stops = []
+    for seconds in (2.0, 0.4, 0.8, 0.4):  # blocks of 4 steps; the first holds the warm-up
+        clock.batch_begin()
+        time.t += seconds
+        stops.append(clock.batch_end(loss=1.0, steps=4))
+        time.t += 0.01  # the host's work between blocks is not step time
+    clock.close_segment()
+    assert clock.warmup_seconds == [0.5]  # a block that starts in the warm-up is warm-up
+    assert clock.step_seconds == pytest.approx([0.1, 0.2, 0.1]) and clock.steps_per_sample == 4
+    assert stops == [False, False, False, True] and clock.stopped_by == "steps"
+    assert clock.timed_wall_s == pytest.approx(0.4 + 0.8 + 0.4 + 2 * 0.01)

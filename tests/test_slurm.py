@@ -199,7 +199,7 @@ def test_a_cancelled_job_is_retried_and_a_rerun_finishes_what_was_cancelled(smok
     assert data["outcome"] == "ok" and data["fingerprint"]["slurm_job_id"] not in cancelled
     every = runs(db, "smoke_cancel")
     assert "RUNNING" not in {status for _, status, _ in every}
-    active = [(run, status) for run, status, stage in every if stage == "active"]
+    active = active_runs(db, "smoke_cancel")
     assert len(active) == 2 and {status for _, status in active} == {"FINISHED"}  # cell, sweep
     assert data["mlflow_run_id"] in {run for run, _ in active}
     summary = pd.read_csv(results / "report/summary.csv")

@@ -4,6 +4,7 @@ per grid cell nested under it."""
 from __future__ import annotations
 
 import os
+import unittest.mock
 from pathlib import Path
 from typing import Any
 
@@ -95,21 +96,14 @@ def fail_sweep(tracking: dict) -> str | None:
     if not parent:
         return None
     quick = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
-    before = {key: os.environ.get(key) for key in quick}
-    os.environ.update(quick)
     try:
-        client = _mlflow(tracking["tracking_uri"]).MlflowClient()
-        if client.get_run(parent).info.status == "RUNNING":
-            client.set_terminated(parent, status="FAILED")
+        with unittest.mock.patch.dict(os.environ, quick):  # restored as it was afterwards
+            client = _mlflow(tracking["tracking_uri"]).MlflowClient()
+            if client.get_run(parent).info.status == "RUNNING":
+                client.set_terminated(parent, status="FAILED")
         return None
     except Exception as exc:  # the store is what failed: say so, the run's errors come first
         return first_line(exc)
-    finally:
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:

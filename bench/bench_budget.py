@@ -36,7 +36,7 @@ def prepared_cache(image_size: int) -> dict:
 
 
 def compose(policy: str, batch_size: int, args) -> dict:
-    from mptbench.config import Cell, compose_config, run_config
+    from mptbench.plan import Cell, compose_config, run_config
 
     overrides = [f"dataset.image_size={args.image_size}", f"train.max_step_seconds={args.limit}",
                  "train.validate=false", "train.synthetic_twin=false"]  # fmt: skip
@@ -45,32 +45,35 @@ def compose(policy: str, batch_size: int, args) -> dict:
 
 
 def measure(policy: str, batch_sizes: list[int], prepared: dict, args) -> list[dict]:
-    from mptbench import backends
-    from mptbench.train.budget import assess, probe_cell
-    from mptbench.train.cell import run_repeat
+    from mptbench.core.jobs import ProbeJob, RepeatJob, encode
+    from mptbench.engine import backends
+    from mptbench.engine.probe import probe_cell
+    from mptbench.engine.repeat import run_repeat
+    from mptbench.jobs.budget import assess
 
     session = backends.start("tensorflow")
 
     started = time.monotonic()
-    probe = probe_cell(session, compose(policy, batch_sizes[0], args), prepared)
+    probe_job = ProbeJob("unused.json", compose(policy, batch_sizes[0], args), "prepared.json")
+    probe = probe_cell(session, probe_job, prepared)
     probe_s = time.monotonic() - started
     rows = []
     for batch_size in batch_sizes:
         run = compose(policy, batch_size, args)
         verdict = assess(run, probe)
         # Measured whatever the verdict: the point is to check it (the step guard stays on).
-        result = run_repeat(session, run, prepared, 0)
-        measured = statistics.median(result["step_s"]) if result.get("step_s") else None
+        result = run_repeat(session, RepeatJob("unused.json", run, "prepared.json"), prepared)
+        measured = statistics.median(result.step_s) if result.step_s else None
         predicted = verdict.get("predicted_step_s")
         # The rule before two-point probes: the smaller batch's step, scaled linearly.
-        small = probe["points"][0]
-        one_point = small["step_s"] * batch_size / small["batch_size"]
+        small = probe.points[0]
+        one_point = small.step_s * batch_size / small.batch_size
         rows.append({
             "policy": policy, "batch_size": batch_size, "predicted_s": predicted,
             "measured_s": measured, "error": predicted / measured - 1 if measured else None,
             "one_point_error": one_point / measured - 1 if measured else None,
-            "budget_verdict": verdict.get("outcome", "runs"), "outcome": result["outcome"],
-            "probe_s": probe_s, "probe": probe["points"],
+            "budget_verdict": verdict.get("outcome", "runs"), "outcome": result.outcome,
+            "probe_s": probe_s, "probe": encode(probe.points),
         })  # fmt: skip
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "probe"}), flush=True)
     return rows

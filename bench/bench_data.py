@@ -169,9 +169,10 @@ def bench_prepare(workdir: Path, archive: dict) -> dict:
 
 
 def bench_pipeline(tf, info: dict) -> dict:
-    from mptbench.data.pipeline import input_pipeline
+    from mptbench.core.jobs import InputConfig
+    from mptbench.engine.pipeline import input_pipeline
 
-    input_cfg = {"shuffle_buffer": "seed", "cache": "memory", "deterministic": False}
+    input_cfg = InputConfig(shuffle_buffer="seed", cache="memory", deterministic=False)
     ds = input_pipeline(tf, info, "train", BATCH_SIZE, input_cfg, seed=0, training=True)
     steps = info["splits"]["train"] // BATCH_SIZE
     batches = iter(ds)
@@ -194,9 +195,9 @@ def bench_pipeline(tf, info: dict) -> dict:
     return result
 
 
-def time_steps(tf, model_cfg: dict, policy, batch: int, warmup: int, timed: int) -> dict:
+def time_steps(tf, model_cfg, policy, batch: int, warmup: int, timed: int) -> dict:
     """Seconds per train_on_batch step on in-memory random data (no input pipeline)."""
-    from mptbench.train.models import build_model
+    from mptbench.engine.models import build_model
 
     model = build_model(model_cfg, (IMAGE_SIZE, IMAGE_SIZE, 3), len(WNIDS), policy)
     x = tf.random.uniform((batch, IMAGE_SIZE, IMAGE_SIZE, 3), seed=0)
@@ -216,11 +217,12 @@ def time_steps(tf, model_cfg: dict, policy, batch: int, warmup: int, timed: int)
 
 
 def bench_training(tf, steps: int, float16_batch: int) -> dict:
-    from mptbench.config import compose_config
-    from mptbench.policies import Policy
+    from mptbench.core.jobs import ModelConfig, decode
+    from mptbench.core.policies import Policy
+    from mptbench.plan import compose_config
 
     cfg = compose_config(ROOT / "conf")
-    model_cfg = cfg["model"]
+    model_cfg = decode(ModelConfig, {"name": "seed_convnet", **cfg["model"]["seed_convnet"]})
     policies = {name: Policy.of(name, facts) for name, facts in cfg["policy"].items()}
     result = {}
     for policy in ("float32", "mixed_bfloat16"):

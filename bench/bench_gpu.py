@@ -35,7 +35,7 @@ POLICIES = ["float32", "mixed_float16", "mixed_bfloat16"]
 
 
 def compose(model: str, image_size: int, args) -> dict:
-    from mptbench.config import compose_config
+    from mptbench.plan import compose_config
 
     overrides = [
         "name=gpu_check", "dataset=synthetic", f"dataset.image_size={image_size}",
@@ -56,43 +56,34 @@ def compose(model: str, image_size: int, args) -> dict:
 
 
 def model_info(cfg: dict, out: Path) -> dict:
-    """FLOPs of the model's training step, counted from JAX's jaxpr (in a child process: the
+    """FLOPs of the model's training step, counted from JAX's jaxpr (an engine job: the
     counting process imports Keras on JAX)."""
-    import subprocess
-
-    from mptbench.files import read_json, write_json
-    from mptbench.variants import process
+    from mptbench.core.files import read_json
+    from mptbench.core.jobs import ModelConfig, decode
+    from mptbench.jobs.launcher import EngineFailed
+    from mptbench.jobs.model_info import describe_model
 
     model = next(iter(cfg["model"]))
-    path = out / "model_info" / f"{model}-{cfg['dataset']['image_size']}px.json"
+    dataset = cfg["dataset"]
+    path = out / "model_info" / f"{model}-{dataset['image_size']}px.json"
     if not path.exists():
-        job = out / "model_info" / f".{model}.job.json"
-        write_json(job, {"model": cfg["model"][model] | {"name": model}, "dataset": cfg["dataset"]})
-        env = process.environment({}, "cpu", "jax")  # counting needs no GPU
-        command = [sys.executable, __file__, "--describe", str(job), str(path)]
-        if subprocess.run(command, env=env).returncode:
-            raise SystemExit(f"error: counting {model}'s FLOPs failed (see above)")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        config = decode(ModelConfig, {"name": model, **cfg["model"][model]})
+        try:
+            describe_model(config, dataset["image_size"], dataset["num_classes"], str(path),
+                           backend="jax")  # fmt: skip
+        except EngineFailed as exc:
+            raise SystemExit(f"error: counting {model}'s FLOPs failed: {exc}") from None
     return read_json(path)
 
 
-def describe(job_file: str, out_file: str) -> None:
-    from mptbench.files import read_json, write_json
-    from mptbench.measure.model_info import describe as describe_model
-    from mptbench.train.models import one_hot_labels
-
-    job = read_json(job_file)
-    dataset = job["dataset"]
-    info = describe_model(
-        job["model"], dataset["image_size"], dataset["num_classes"], one_hot_labels(job["model"])
-    )
-    write_json(out_file, info)
-
-
 def calibrate(cfg: dict, args, out: Path) -> dict | None:
-    from mptbench.config import layout
-    from mptbench.devices import Device
-    from mptbench.files import read_json
-    from mptbench.measure.calibrate import calibrate_variant
+    from mptbench.core.devices import Device
+    from mptbench.core.files import read_json
+    from mptbench.core.jobs import VariantConfig, decode
+    from mptbench.jobs.calibration import calibrate_variant
+    from mptbench.jobs.launcher import EngineFailed
+    from mptbench.plan import layout
 
     settings = Device(args.device).settings(cfg["device"])
     key = layout.calibration_key(
@@ -101,23 +92,24 @@ def calibrate(cfg: dict, args, out: Path) -> dict | None:
     path = out / "calibration" / "jax" / "pypi" / args.device / f"{key}.json"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        variant = cfg["variant"]["pypi"] | {"name": "pypi"}
-        code = calibrate_variant(
-            args.device, variant, settings["calibrate"], None, str(path), backend="jax",
-            tf32=settings.get("tf32", True),
-        )  # fmt: skip
-        if code:
-            print(f"calibration failed (exit {code}); MFU will be missing", flush=True)
+        variant = decode(VariantConfig, cfg["variant"]["pypi"] | {"name": "pypi"})
+        try:
+            calibrate_variant(
+                args.device, variant, settings["calibrate"], None, str(path), backend="jax",
+                tf32=settings.get("tf32", True),
+            )  # fmt: skip
+        except EngineFailed as exc:
+            print(f"calibration failed ({exc}); MFU will be missing", flush=True)
             return None
     return read_json(path)
 
 
 def run_cell(cfg: dict, cell, info: dict, out: Path) -> dict:
     """One cell as a train job runs it: the supervisor, a fresh trainer per repeat; no MLflow."""
-    from mptbench.config import layout, run_config
+    from mptbench.core.files import read_json, write_json
     from mptbench.data.synthetic import prepared_info
-    from mptbench.files import read_json, write_json
-    from mptbench.train.supervisor import supervise
+    from mptbench.jobs.supervisor import supervise
+    from mptbench.plan import layout, run_config
 
     record = out / "runs" / f"{layout.CELL.format(**cell.wildcards('gpu_check'))}.json"
     if record.exists():  # a rerun continues where it stopped
@@ -136,7 +128,7 @@ def run_cell(cfg: dict, cell, info: dict, out: Path) -> dict:
 
 
 def grid(args, out: Path, deadline: float) -> list[dict]:
-    from mptbench.config import Cell
+    from mptbench.plan import Cell
 
     rows = []
     for model in args.models:
@@ -169,14 +161,14 @@ def _peak(calibration: dict | None, record: dict) -> float | None:
     matmul FLOPs at the matmul peak (as the report weighs them)."""
     if not calibration:
         return None
-    dtype = record["config"]["policy"]["compute_dtype"]
+    dtype = record["compute_dtype"]
     flops = {k: record.get(f"{k}_flops_per_step") or 0 for k in ("conv", "matmul")}
     seconds = sum(flops[k] / calibration[k][dtype]["tflops"] for k in flops)
     return sum(flops.values()) / seconds if seconds else None
 
 
 def table(rows: list[dict], calibration: dict | None) -> str:
-    from mptbench import stats
+    from mptbench.core import stats
 
     def steps(row):
         return [r["step_ms"] for r in row.get("repeats") or []]
@@ -224,13 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block", type=int, default=None, help="steps per sample (GPU: 10)")
     parser.add_argument("--image-size", type=int, default=None, help="one size for both models")
     parser.add_argument("--quick", action="store_true", help="a CPU check: 32 px, batch 4 and 8")
-    parser.add_argument("--describe", nargs=2, help=argparse.SUPPRESS)  # JOB OUT: count FLOPs
     args = parser.parse_args(argv)
-    if args.describe:
-        describe(*args.describe)
-        return 0
     os.environ.setdefault("KERAS_BACKEND", "jax")
-    from mptbench.devices import visible_gpus
+    from mptbench.core.devices import visible_gpus
 
     if args.device is None:
         args.device = "gpu0" if visible_gpus() else "cpu"

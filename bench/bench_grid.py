@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _sha256(path: str) -> str:
-    from mptbench.files import sha256_of
+    from mptbench.core.files import sha256_of
 
     return sha256_of(path)
 

@@ -46,16 +46,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def child_prepare(archive: str, name: str, image_size: str, out: str) -> None:
     """The tfds cache (TensorFlow import: done in a child so the driver stays light)."""
+    from mptbench.core.files import write_json
     from mptbench.data.cache import prepare
-    from mptbench.files import write_json
 
     write_json(out, prepare(archive, name, int(image_size), str(Path(out).parent / "tfds")))
 
 
 def setup(args: argparse.Namespace, env: dict[str, str]) -> tuple[Path, Path]:
     """The fixture archive, its cache at this image size and an MLflow store; JSON paths."""
+    from mptbench.core.files import write_json
     from mptbench.data.fixtures import make_imagenette_archive
-    from mptbench.files import write_json
 
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -79,7 +79,7 @@ def setup(args: argparse.Namespace, env: dict[str, str]) -> tuple[Path, Path]:
         subprocess.run(command, env=env, check=True, timeout=JOB_TIMEOUT_S)
     tracking = work / "tracking.json"
     if not tracking.exists():
-        from mptbench.tracking import init_experiment
+        from mptbench.jobs.tracking import init_experiment
 
         write_json(
             tracking,
@@ -90,9 +90,9 @@ def setup(args: argparse.Namespace, env: dict[str, str]) -> tuple[Path, Path]:
     return prepared, tracking
 
 
-def compose_run(args: argparse.Namespace) -> dict:
+def compose_run(args: argparse.Namespace):
     """The train job's run config: experiment smoke, timing only, with this bench's sizes."""
-    from mptbench.config import Cell, compose_config, run_config
+    from mptbench.plan import Cell, compose_config, run_config
 
     # Through Hydra and check_config, as the workflow composes it; only timing is left on.
     overrides = [
@@ -117,11 +117,11 @@ def compose_run(args: argparse.Namespace) -> dict:
     )
 
 
-def job_env(run: dict) -> dict[str, str]:
+def job_env(run) -> dict[str, str]:
     """What the supervisor gives its trainer: both sides start from this."""
-    from mptbench.variants import process
+    from mptbench.jobs.launcher import environment
 
-    return process.environment(run["variant"].get("env"), run["device"]["name"], "tensorflow")
+    return environment(run.variant.env, run.device.name, run.backend.name)
 
 
 # ---------------------------------------------------------------- side B: bare Keras
@@ -132,34 +132,22 @@ def child_bare(run_json: str, prepared_json: str, out: str) -> None:
     import keras
     import tensorflow as tf
 
-    from mptbench.data.pipeline import input_pipeline
-    from mptbench.policies import Policy
-    from mptbench.train.models import build_model, jit_setting, one_hot_labels
+    from mptbench.core.jobs import Run, decode
+    from mptbench.engine.models import build_model, jit_setting
+    from mptbench.engine.pipeline import input_pipeline
 
-    run = json.loads(Path(run_json).read_text())
+    run = decode(Run, json.loads(Path(run_json).read_text()))
     prepared = json.loads(Path(prepared_json).read_text())
-    train = run["train"]
-    batch, warmup, steps = run["cell"]["batch_size"], train["warmup_steps"], train["timed_steps"]
-    keras.utils.set_random_seed(run["seed"])  # the same initial weights and shuffle order
+    batch, warmup, steps = run.cell.batch_size, run.train.warmup_steps, run.train.timed_steps
+    keras.utils.set_random_seed(run.seed)  # the same initial weights and shuffle order
     size = prepared["image_size"]
     classes = len(prepared["classes"])
-    model = build_model(
-        run["model"],
-        (size, size, 3),
-        classes,
-        Policy.of(run["policy"]["name"], run["policy"]),
-        jit_setting(run["variant"]["jit_compile"]),
-    )
+    jit = jit_setting(run.variant.jit_compile)
+    model = build_model(run.model, (size, size, 3), classes, run.policy, jit)
     data = input_pipeline(
-        tf,
-        prepared,
-        "train",
-        batch,
-        run["dataset"]["input"],
-        run["seed"],
-        training=True,
-        one_hot_classes=classes if one_hot_labels(run["model"]) else 0,
-    )
+        tf, prepared, "train", batch, run.dataset.input, run.seed, training=True,
+        one_hot_classes=classes if run.model.one_hot_labels else 0,
+    )  # fmt: skip
 
     class Clock(keras.callbacks.Callback):
         # Overriding on_train_batch_end makes Keras hand over the loss as a Python float, so
@@ -186,7 +174,7 @@ def child_bare(run_json: str, prepared_json: str, out: str) -> None:
 
 def summary(seconds: list[float]) -> dict:
     """The bare run's figures, computed as the job's record computes them."""
-    from mptbench.train.timing import percentile
+    from mptbench.core.stats import percentile
 
     return {
         "timed_steps": len(seconds),
@@ -224,6 +212,8 @@ def fmt(data: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from mptbench.core.jobs import encode
+
     args = parse_args(argv)
     if args.child_prepare:
         child_prepare(*args.child_prepare)
@@ -239,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     runs.mkdir(exist_ok=True)
     tag = f"{args.policy}-bs{args.batch_size}-{args.image_size}px"
     run_json = runs / f"run-{tag}.json"
-    run_json.write_text(json.dumps(run))
+    run_json.write_text(json.dumps(encode(run)))
     print(
         f"train job (A) vs bare Keras (B): {args.policy}, batch {args.batch_size}, "
         f"{args.image_size}px, {args.warmup} warm-up + {args.steps} timed steps, "
@@ -250,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(1, args.repeats + 1):
         # A then B in every repeat: drifting machine load hits both sides alike.
         record = runs / f"{tag}-A{i}.json"
-        job = [sys.executable, "-m", "mptbench.train.supervisor", "--run", str(run_json)]
+        job = [sys.executable, "-m", "mptbench.jobs.supervisor", "--run", str(run_json)]
         job += ["--prepared", str(prepared), "--tracking", str(tracking), "--record", str(record)]
         a = run_side("A", job, env, runs / f"{tag}-A{i}.log", record)
         print(f"  repeat {i}  A train job  {fmt(a)}", flush=True)

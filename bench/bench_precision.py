@@ -1,7 +1,7 @@
 """Do two independent runs of the same cell agree within their intervals?
 
 Runs one cell (seed convnet, float32, on the smoke fixture at --image-size) through the real
-train job (python -m mptbench.train.supervisor) six times, back to back: twice with
+train job (python -m mptbench.jobs.supervisor) six times, back to back: twice with
 train.repeats=1 (the interval then covers the noise within one process only), twice with
 train.repeats=3 (it covers the variation between processes too), and, with train.repeats=3,
 once timing every step and once timing blocks of 4 steps (device.cpu.block_steps, as GPUs
@@ -24,9 +24,9 @@ WORK = ROOT / "bench" / ".work" / "precision"
 
 
 def setup(image_size: int) -> tuple[Path, Path]:
+    from mptbench.core.files import write_json
     from mptbench.data.fixtures import make_imagenette_archive
-    from mptbench.files import write_json
-    from mptbench.tracking import init_experiment
+    from mptbench.jobs.tracking import init_experiment
 
     WORK.mkdir(parents=True, exist_ok=True)
     archive = WORK / "imagenette.tgz"
@@ -35,7 +35,7 @@ def setup(image_size: int) -> tuple[Path, Path]:
     prepared = WORK / f"prepared-{image_size}.json"
     if not prepared.exists():
         code = (
-            "import sys; from mptbench.data.cache import prepare; from mptbench.files import "
+            "import sys; from mptbench.data.cache import prepare; from mptbench.core.files import "
             f"write_json; write_json(sys.argv[1], prepare({str(archive)!r}, 'bench-precision', "
             f"{image_size}, {str(WORK / 'tfds')!r}))"
         )
@@ -57,7 +57,8 @@ PAIRS = {  # a pair's name: the overrides of its two runs
 
 
 def run_cell(pair: list[str], args, prepared: Path, tracking: Path, tag: str) -> dict:
-    from mptbench.config import Cell, compose_config, run_config
+    from mptbench.core.jobs import encode
+    from mptbench.plan import Cell, compose_config, run_config
 
     overrides = [f"dataset.image_size={args.image_size}", *pair,
                  "train.epochs=50", "train.steps_per_epoch=null", "train.warmup_steps=3",
@@ -69,9 +70,9 @@ def run_cell(pair: list[str], args, prepared: Path, tracking: Path, tag: str) ->
         cfg, Cell("seed_convnet", "tensorflow", "pypi", "cpu", "float32", args.batch_size)
     )
     run_file, record = WORK / f"run-{tag}.json", WORK / f"record-{tag}.json"
-    run_file.write_text(json.dumps(run))
+    run_file.write_text(json.dumps(encode(run)))
     command = [
-        sys.executable, "-m", "mptbench.train.supervisor", "--run", str(run_file),
+        sys.executable, "-m", "mptbench.jobs.supervisor", "--run", str(run_file),
         "--prepared", str(prepared), "--tracking", str(tracking), "--record", str(record),
     ]  # fmt: skip
     started = time.monotonic()

@@ -38,11 +38,19 @@ def prepared32(tmp_path_factory) -> dict:
 @pytest.fixture
 def tracking(tmp_path) -> dict:
     """A fresh MLflow sqlite store with one experiment, as the tracking_init rule makes."""
-    from mptbench.tracking import init_experiment
+    from mptbench.jobs.tracking import init_experiment
 
     return init_experiment(
         f"sqlite:///{tmp_path / 'mlflow.db'}", "test", str(tmp_path / "artifacts")
     )
+
+
+@pytest.fixture(scope="session")
+def tf():
+    """TensorFlow started in this process as an engine job starts it."""
+    from mptbench.engine import backends
+
+    return backends.start("tensorflow")
 
 
 @pytest.fixture(scope="session")

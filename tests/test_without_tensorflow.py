@@ -5,12 +5,14 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from mptbench.config import Cell, compose_config, run_config
+from mptbench.core.jobs import encode
 from mptbench.data.synthetic import prepared_info
+from mptbench.plan import Cell, compose_config, run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -66,14 +68,25 @@ def test_a_jax_cell_on_synthetic_data_runs_with_tensorflow_hidden(
         ],
     )
     run = run_config(cfg, Cell("seed_convnet", "jax", "pypi", "cpu", "mixed_bfloat16", 8))
-    run["train"].update(epochs=1, steps_per_epoch=8, warmup_steps=2, timed_steps=5,
-                        min_timed_steps=3, precision=None, repeats=2)  # fmt: skip
-    (tmp_path / "run.json").write_text(json.dumps(run))
+    run = replace(
+        run,
+        train=replace(
+            run.train,
+            epochs=1,
+            steps_per_epoch=8,
+            warmup_steps=2,
+            timed_steps=5,
+            min_timed_steps=3,
+            precision=None,
+            repeats=2,
+        ),
+    )
+    (tmp_path / "run.json").write_text(json.dumps(encode(run)))
     (tmp_path / "prepared.json").write_text(json.dumps(prepared_info(cfg["dataset"])))
     (tmp_path / "tracking.json").write_text(json.dumps(tracking))
     record = tmp_path / "record.json"
     done = subprocess.run(
-        [sys.executable, "-m", "mptbench.train.supervisor", "--run", str(tmp_path / "run.json"),
+        [sys.executable, "-m", "mptbench.jobs.supervisor", "--run", str(tmp_path / "run.json"),
          "--prepared", str(tmp_path / "prepared.json"), "--tracking",
          str(tmp_path / "tracking.json"), "--record", str(record)],
         env=no_tensorflow, capture_output=True, text=True, timeout=600, cwd=tmp_path,

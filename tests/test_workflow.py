@@ -106,7 +106,7 @@ def test_smoke_cells_are_profiled_and_their_op_classes_add_up(smoke):
     section = html.split('<section id="seed_convnet-tensorflow-pypi-cpu">', 1)[1]
     where = section.split("</section>", 1)[0].split("<h3>Where the time went</h3>", 1)[1]
     assert "mixed_float16 vs float32 at batch 8" in where
-    assert "; net " in where and "(speedup_vs_float32)" in where
+    assert "; net " in where and "(speedup_vs_baseline)" in where
     assert '<img src="seed_convnet/tensorflow/pypi/cpu/breakdown.png"' in section
     assert "Not profiled" not in where
     # A JAX cell says why it has no breakdown rather than showing none.
@@ -125,7 +125,7 @@ def test_each_device_has_its_own_plots_table_and_diagnosis(smoke):
     assert list(table["batch size"]) == [4, 8]
     assert table["mixed_float16 (speedup vs float32)"].str.contains("95% CI").any()
     diagnosis = (group / "diagnosis.html").read_text()
-    assert diagnosis.count("<li>") >= 4 and "(speedup_vs_float32)" in diagnosis
+    assert diagnosis.count("<li>") >= 4 and "(speedup_vs_baseline)" in diagnosis
 
 
 def test_snakemakes_report_holds_the_results_by_device(smoke):
@@ -293,7 +293,7 @@ def test_a_policy_added_by_override_alone_gets_its_own_dtype(smoke):
     )
     html = (smoke / "results/smoke_policy/report/index.html").read_text()
     diagnosis = html.split("<h3>Diagnosis</h3>", 1)[1].split("</ul>", 1)[0]
-    assert "bf16_copy against float32 (speedup_vs_float32)" in diagnosis
+    assert "bf16_copy against float32 (speedup_vs_baseline)" in diagnosis
     assert "bf16_copy reached" in diagnosis and "bfloat16 peak" in diagnosis
     # train.profile_steps=0: no breakdown, and the report says so rather than guessing.
     report = smoke / "results/smoke_policy/report"

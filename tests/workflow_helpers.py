@@ -8,9 +8,12 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
+
+from mptbench.plan import Cell, compose_config, run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ("Snakefile", "conf", "workflow", "src", "profiles", "envs")
@@ -18,6 +21,13 @@ WORKFLOW_FILES = ("Snakefile", "conf", "workflow", "src", "profiles", "envs")
 ONE_CELL = ["model=[seed_convnet]", "backend=[tensorflow]", "policy=[float32]",
             "sweep.batch_sizes=[4]", "train.repeats=1", "train.max_step_seconds=null",
             "train.profile_steps=0", "train.synthetic_twin=false"]  # fmt: skip
+
+
+def smoke_cell_run(policy="float32", batch_size=8, model="seed_convnet", **train):
+    """The Run of a smoke cell on TensorFlow, with train settings changed."""
+    cfg = compose_config(ROOT / "conf", "smoke")
+    run = run_config(cfg, Cell(model, "tensorflow", "pypi", "cpu", policy, batch_size))
+    return replace(run, train=replace(run.train, **train))
 
 
 def copy_workflow(root: Path) -> Path:
@@ -94,6 +104,6 @@ def trainers(checkout: Path) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline", "cwd"]):
         cmdline = proc.info["cmdline"] or []
-        if "mptbench.train.trainer" in cmdline and proc.info["cwd"] == str(checkout):
+        if "mptbench.engine" in cmdline and proc.info["cwd"] == str(checkout):
             found.append(proc)
     return found

@@ -1,4 +1,4 @@
-"""The tfds cache built from an Imagenette-layout archive, and the tf.data pipeline over it."""
+"""The tfds cache built from an Imagenette-layout archive."""
 
 import json
 import tarfile
@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mptbench.core.files import write_json
 from mptbench.data import cache as dataset
 from mptbench.data.builder import DatasetError
 from mptbench.data.fixtures import make_imagenette_archive
-from mptbench.files import write_json
 
 pytestmark = pytest.mark.slow
 
@@ -77,26 +77,6 @@ def test_corrupt_jpeg_fails_with_its_path_and_leaves_no_cache(tmp_path):
     assert victim in str(info.value)
     # Nothing complete is left where a later run would look for the cache.
     assert not list((tmp_path / "tfds").rglob("dataset_info.json"))
-
-
-def test_input_pipeline_scales_shuffles_and_batches(prepared):
-    import tensorflow as tf
-
-    from mptbench.data.pipeline import input_pipeline, shuffle_buffer
-
-    cfg = {"shuffle_buffer": "seed", "cache": "memory", "deterministic": True}
-    ds = input_pipeline(tf, prepared, "train", 8, cfg, seed=0, training=True)
-    x, y = next(iter(ds))
-    assert x.shape == (8, 24, 24, 3) and x.dtype == tf.float32
-    assert 0.0 <= float(tf.reduce_min(x)) and float(tf.reduce_max(x)) <= 1.0
-    assert y.shape == (8,)
-    # Deterministic with a seed: the same pipeline yields the same first batch.
-    x2, _ = next(iter(input_pipeline(tf, prepared, "train", 8, cfg, seed=0, training=True)))
-    assert np.array_equal(x.numpy(), x2.numpy())
-    assert shuffle_buffer("seed", 12895, 32) == 402  # the 2020 rule: examples // batch size
-    assert shuffle_buffer(1000, 12895, 32) == 1000
-    val = input_pipeline(tf, prepared, "validation", 8, cfg, seed=0, training=False)
-    assert sum(int(b[0].shape[0]) for b in val) == 10  # validation keeps its last, short batch
 
 
 def test_prepare_info_is_json_serialisable(prepared, tmp_path):

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from mptbench.config import ConfigError, compose_config
 from mptbench.data import cache
 from mptbench.data.builder import DatasetError
 from mptbench.data.image_folder import class_names, split_files
+from mptbench.plan import ConfigError, compose_config
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 pytestmark = pytest.mark.slow

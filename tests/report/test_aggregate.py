@@ -143,7 +143,7 @@ def test_summary_has_one_row_per_record_with_speedups(built):
         rows = list(csv.DictReader(f))
     assert len(rows) == len(CELLS)
     by_cell = {(r["device"], r["policy"], int(r["batch_size"])): r for r in rows}
-    speedup = {cell: r["speedup_vs_float32"] for cell, r in by_cell.items()}
+    speedup = {cell: r["speedup_vs_baseline"] for cell, r in by_cell.items()}
     assert float(speedup["cpu", "mixed_float16", 32]) == pytest.approx(400 / 500)
     assert float(speedup["cpu", "mixed_float16", 64]) == pytest.approx(800 / 1100)
     assert float(speedup["gpu0", "mixed_float16", 32]) == pytest.approx(30 / 25)
@@ -188,7 +188,7 @@ def test_diagnosis_cites_measured_speedups(built):
     cpu = section(html, "<h2>seed_convnet · tensorflow · pypi · cpu").split("<h3>Diagnosis</h3>")[1]
     assert f"batch 32: slower, {400 / 500:.2f}× (95% interval " in cpu
     assert f"batch 64: slower, {800 / 1100:.2f}× (95% interval " in cpu
-    assert "(speedup_vs_float32)" in cpu
+    assert "(speedup_vs_baseline)" in cpu
     assert "no fast float16 math (fast_float16 false)" in cpu and "measurably slower" in cpu
     gpu = section(html, "<h2>seed_convnet · tensorflow · pypi · gpu0").split("<h3>Diagnosis</h3>")[
         1

@@ -52,12 +52,12 @@ def test_speedups_come_with_intervals_end_to_end_and_compute_only():
     ]
     summary = summarise(records).set_index("policy")
     row = summary.loc["mixed_bfloat16"]
-    assert row["speedup_vs_float32"] == pytest.approx(2.0)
+    assert row["speedup_vs_baseline"] == pytest.approx(2.0)
     assert row["speedup_ci_low"] < 2.0 < row["speedup_ci_high"]
     assert row["speedup_verdict"] == "faster"
     assert row["speedup_compute"] == pytest.approx(3.0)
     assert row["speedup_compute_ci_low"] > row["speedup_ci_high"]
-    assert summary.loc["float32", "speedup_vs_float32"] == 1.0
+    assert summary.loc["float32", "speedup_vs_baseline"] == 1.0
 
 
 def test_verdicts():

@@ -8,21 +8,24 @@ from pathlib import Path
 SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
 
-from mptbench.config import (
+from mptbench.core.cells import AXES, BACKENDS, GROUP_AXES, PROBE_AXES
+from mptbench.core.devices import PATTERN as DEVICE_PATTERN, Device
+from mptbench.core.jobs import encode
+from mptbench.core.links import experiment_link
+from mptbench.data.download import is_remote
+from mptbench.plan import (
     Cell,
     ConfigError,
-    check_workflow_config,
     compose_config,
     expand_devices,
     grid,
     left_out,
     run_config,
+    workflow_overrides,
 )
-from mptbench.config import layout
-from mptbench.config.profile import check_profiles
+from mptbench.plan import layout
+from mptbench.plan.profile import check_profiles
 import snakemake.io as snakemake_io  # `report(` at a line's start would open a directive
-from mptbench.data.download import is_remote
-from mptbench.devices import PATTERN as DEVICE_PATTERN, Device
 
 
 envvars:
@@ -46,11 +49,10 @@ if workflow.resource_settings.cores == 0:
     )
 
 try:
-    check_workflow_config(config)
     CFG = compose_config(
         Path(workflow.basedir) / "conf",
         config.get("experiment"),
-        config.get("overrides"),
+        workflow_overrides(config),
     )
     DEVICES = expand_devices(CFG)
 except ConfigError as exc:
@@ -102,7 +104,7 @@ for _device in DEVICES:
 
 wildcard_constraints:
     model=r"[A-Za-z0-9_]+",
-    backend=r"tensorflow|jax|torch",
+    backend="|".join(BACKENDS),
     variant=r"[A-Za-z0-9_]+",
     device=DEVICE_PATTERN,
     policy=r"[A-Za-z0-9_]+",
@@ -111,21 +113,21 @@ wildcard_constraints:
 
 
 def cell_of(wildcards):
-    key = tuple(str(wildcards[k]) for k in ("experiment", *Cell.__dataclass_fields__))
+    key = tuple(str(wildcards[k]) for k in ("experiment", *AXES))
     if key not in CELL_BY_WILDCARDS:
         raise WorkflowError(f"{'/'.join(key)} is not a cell of experiment {EXPERIMENT}")
     return CELL_BY_WILDCARDS[key]
 
 
 def train_run(wildcards):
-    return run_config(CFG, cell_of(wildcards))
+    """The cell's Run, as the job contract encodes it (a param: a change reruns the cell)."""
+    return encode(run_config(CFG, cell_of(wildcards)))
 
 
 def probe_run(wildcards):
-    """The run config of a cell's probe: its own cell at the smaller probe batch size."""
+    """The Run of a cell's probe: its own cell at the smaller probe batch size."""
     batch_size = CFG["train"]["probe_batch_sizes"][0]
-    axes = [wildcards[k] for k in ("model", "backend", "variant", "device", "policy")]
-    return run_config(CFG, Cell(*axes, batch_size))
+    return encode(run_config(CFG, Cell(*[wildcards[k] for k in PROBE_AXES], batch_size)))
 
 
 def model_of(wildcards):
@@ -138,8 +140,7 @@ def probe_of_cell(wildcards):
     """The probe a cell predicts its step time from, when a step-time limit is set."""
     if not CFG["train"]["max_step_seconds"]:
         return []
-    keys = ("experiment", "model", "backend", "variant", "device", "policy")
-    return layout.PROBE.format(**{k: wildcards[k] for k in keys})
+    return layout.PROBE.format(**{k: wildcards[k] for k in ("experiment", *PROBE_AXES)})
 
 
 def variant_of(wildcards):
@@ -251,7 +252,7 @@ GROUP_REPORT = {
     layout.GROUP_TABLE: ("table.rst", "table"),
     layout.GROUP_DIAGNOSIS: ("diagnosis.rst", "diagnosis"),
 }
-GROUPS = sorted({(c.model, c.backend, c.variant, c.device) for c in CELLS})
+GROUPS = sorted({c.group for c in CELLS})
 
 
 def group_reports(report_dir):
@@ -259,11 +260,11 @@ def group_reports(report_dir):
     category."""
     return [
         snakemake_io.report(
-            f"{report_dir}/{layout.group_file(*group, name)}",
+            f"{report_dir}/{layout.group_file(group, name)}",
             caption=f"../report/{GROUP_REPORT[name][0]}",
             category=" · ".join(group),
             labels={
-                **dict(zip(("model", "backend", "variant", "device"), group)),
+                **dict(zip(GROUP_AXES, group)),
                 "figure": GROUP_REPORT[name][1],
             },
         )
@@ -286,29 +287,32 @@ def config_arguments(argv):
 
 
 def print_headline():
-    """When a run ends well: where the report is, how to browse MLflow, and the headline."""
-    summary_csv = Path(REPORT_DIR) / layout.SUMMARY_CSV
-    if not summary_csv.exists():
+    """When a run ends well: where the report is, how to browse MLflow, and the headline the
+    aggregate wrote."""
+    headline = Path(REPORT_DIR) / layout.HEADLINE
+    if not headline.exists():
         return
-    from mptbench.report.headline import terminal_lines
-
+    tracking = CFG["tracking"]
+    uri, ui = str(tracking["uri"]), tracking["ui"] or ""
     experiment_id = json.loads(Path(TRACKING).read_text())["experiment_id"]
-    for line in terminal_lines(
-        summary_csv,
-        REPORT_DIR,
-        CFG["tracking"],
-        EXPERIMENT,
-        experiment_id,
-        config_arguments(sys.argv),
-    ):
-        print(line)
+    page = experiment_link(ui, experiment_id) if ui else uri
+    browse = f"mlflow ui --backend-store-uri {uri}, then open " if uri.startswith("sqlite:") else "open "
+    args = config_arguments(sys.argv)
+    print(f"\nmptbench {EXPERIMENT}: the report is {REPORT_DIR}/index.html (tables: "
+          f"{REPORT_DIR}/{layout.SUMMARY_CSV}, {REPORT_DIR}/{layout.BREAKDOWN_CSV})")
+    print(f"  Snakemake's report: snakemake --report results/{EXPERIMENT}/report.zip"
+          + (f" --config {args}" if args else ""))
+    print(f"  MLflow: {browse}{page}")
+    for line in headline.read_text().splitlines():
+        print(f"  {line}")
+    print()
 
 
 def mark_sweep_failed():
     """When a run ends with errors: its MLflow sweep run ends FAILED instead of staying RUNNING."""
     if not Path(TRACKING).exists():
         return
-    from mptbench.tracking import fail_sweep
+    from mptbench.jobs.tracking import fail_sweep
 
     why = fail_sweep(json.loads(Path(TRACKING).read_text()))
     if why:

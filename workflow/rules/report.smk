@@ -33,6 +33,7 @@ rule aggregate:
             labels={"figure": "ms/step"},
         ),
         groups=group_reports(REPORT_DIR),
+        headline=f"{REPORT_DIR}/{layout.HEADLINE}",
     log:
         f"results/{EXPERIMENT}/logs/aggregate.log",
     localrule: True

@@ -1,17 +1,24 @@
-"""Aggregate every run record into the report (summary.csv, index.html, per-device files)."""
+"""Aggregate every run record into the report (summary.csv, index.html, per-device files), then
+give each cell's MLflow run its speedups and MFU, and the sweep's run the report."""
 
 from _job import run
 
-from mptbench.files import read_json
-from mptbench.report.aggregate import write_report
+from mptbench.core.files import read_json
+from mptbench.jobs.tracking import publish_report
+from mptbench.report.aggregate import cell_results, write_report
+from mptbench.report.headline import metrics_and_tags
 from mptbench.report.records import ReportError
 
 
 def work():
-    write_report(
-        list(snakemake.input.records), snakemake.params.report_dir,
-        list(snakemake.input.calibrations), read_json(snakemake.input.tracking),
+    report_dir, inputs = snakemake.params.report_dir, snakemake.input
+    summary = write_report(
+        list(inputs.records), report_dir, list(inputs.calibrations),
         snakemake.params.ui_url or None,
+    )  # fmt: skip
+    publish_report(
+        read_json(snakemake.input.tracking), report_dir, cell_results(summary),
+        *metrics_and_tags(summary),
     )  # fmt: skip
 
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 from _job import run
 
-from mptbench.variants.environment import VariantError
-from mptbench.variants.source_build import preflight
+from mptbench.jobs.environment import VariantError
+from mptbench.jobs.source_build import preflight
 
 
 def work():

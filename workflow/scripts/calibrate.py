@@ -3,15 +3,17 @@ with the backend's own operations."""
 
 from _job import run
 
-from mptbench.measure.calibrate import calibrate_variant
+from mptbench.core.jobs import VariantConfig, decode
+from mptbench.jobs.calibration import calibrate_variant
+from mptbench.jobs.launcher import EngineFailed
 
 
 def work():
     params = snakemake.params
-    return calibrate_variant(
-        snakemake.wildcards.device, params.variant, params.settings, snakemake.input.env,
-        snakemake.output[0], backend=params.backend, tf32=params.tf32,
+    calibrate_variant(
+        snakemake.wildcards.device, decode(VariantConfig, params.variant), params.settings,
+        snakemake.input.env, snakemake.output[0], backend=params.backend, tf32=params.tf32,
     )  # fmt: skip
 
 
-run(snakemake, work)
+run(snakemake, work, (EngineFailed,))

@@ -2,8 +2,8 @@
 
 from _job import run
 
-from mptbench.files import write_json
-from mptbench.tracking import init_experiment
+from mptbench.core.files import write_json
+from mptbench.jobs.tracking import init_experiment
 
 
 def work():

@@ -2,10 +2,10 @@
 
 from _job import run
 
+from mptbench.core.files import write_json
 from mptbench.data import synthetic
 from mptbench.data.builder import DatasetError
 from mptbench.data.cache import prepare
-from mptbench.files import write_json
 
 
 def work():

@@ -2,12 +2,13 @@
 
 from _job import run
 
-from mptbench.train.supervisor import supervise
+from mptbench.core.jobs import Run, decode
+from mptbench.jobs.supervisor import supervise
 
 
 def work():
     return supervise(
-        snakemake.params.run, snakemake.input.prepared, None, snakemake.output[0],
+        decode(Run, snakemake.params.run), snakemake.input.prepared, None, snakemake.output[0],
         snakemake.input.env, probe_only=True,
     )  # fmt: skip
 

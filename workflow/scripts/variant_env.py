@@ -4,9 +4,9 @@ from pathlib import Path
 
 from _job import run
 
-from mptbench.files import write_json
-from mptbench.variants.environment import VariantError, make_environment
-from mptbench.variants.source_build import built_wheel
+from mptbench.core.files import write_json
+from mptbench.jobs.environment import VariantError, make_environment
+from mptbench.jobs.source_build import built_wheel
 
 
 def work():

@@ -11,8 +11,8 @@ import hashlib
 import time
 from pathlib import Path
 
+from mptbench.core.files import sha256_of
 from mptbench.data.builder import DatasetError, builder_for, spec_of, tfds_offline
-from mptbench.files import sha256_of
 
 
 def digest(folder: str | Path) -> str:

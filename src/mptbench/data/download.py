@@ -18,7 +18,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from mptbench.files import sha256_digest
+from mptbench.core.files import sha256_digest
 
 CHUNK = 1 << 16  # what reaches the disk before an interruption, at most this much lost
 GZIP_MAGIC = b"\x1f\x8b"

@@ -18,10 +18,10 @@ import pickle
 import random
 from pathlib import Path
 
+from mptbench.core.files import sha256_of
 from mptbench.data.archive import TarGzWriter
 from mptbench.data.cifar10 import CIFAR10_CLASSES, SIDE, TOP, TRAIN_BATCHES
 from mptbench.data.imagenette import WNIDS
-from mptbench.files import sha256_of
 
 NOISY_HEADER = (
     "path,noisy_labels_0,noisy_labels_1,noisy_labels_5,noisy_labels_25,noisy_labels_50,is_valid"

@@ -1,4 +1,7 @@
-"""The aggregate step: run records and calibrations -> summary.csv, index.html and its plots."""
+"""The aggregate step: run records and calibrations -> summary.csv, index.html, its plots and
+the headline. Pure: it reads records and writes the report; what the report gives back to the
+MLflow runs (speedups, MFU, the headline) it returns, and the aggregate job logs it
+(jobs/tracking.py)."""
 
 from __future__ import annotations
 
@@ -8,21 +11,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from mptbench.config.layout import BREAKDOWN_CSV, INDEX_HTML, SUMMARY_CSV
-from mptbench.files import write_bytes
+from mptbench.core.files import write_bytes
+from mptbench.plan.layout import BREAKDOWN_CSV, HEADLINE, INDEX_HTML, SUMMARY_CSV
 from mptbench.report.breakdown import breakdown_table
-from mptbench.report.headline import metrics_and_tags
+from mptbench.report.headline import headline_lines
 from mptbench.report.html import render_group_files, render_html
 from mptbench.report.plots import render_plots
 from mptbench.report.published import load_published
 from mptbench.report.records import ReportError, load_calibrations, load_records
 from mptbench.report.sections import device_label
 from mptbench.report.summary import summarise
-from mptbench.tracking import finish_sweep, log_to_cells
 
 # What the report works out per cell and gives back to the cell's MLflow run.
 CELL_METRICS = (
-    "speedup_vs_float32",
+    "speedup_vs_baseline",
     "speedup_ci_low",
     "speedup_ci_high",
     "speedup_compute",
@@ -62,6 +64,7 @@ def render(records: list[dict], calibrations: list, ui_url: str | None) -> tuple
     files[SUMMARY_CSV] = summary.to_csv(index=False).encode()
     files[BREAKDOWN_CSV] = table.to_csv(index=False).encode()
     files[INDEX_HTML] = render_html(summary, published, table, ui_url).encode()
+    files[HEADLINE] = "".join(f"{line}\n" for line in headline_lines(summary)).encode()
     return summary, files
 
 
@@ -69,14 +72,11 @@ def write_report(
     runs: str | Path | list[str | Path],
     report_dir: str | Path,
     calibrations: list[str | Path] = (),
-    tracking: dict | None = None,
     ui_url: str | None = None,
 ) -> pd.DataFrame:
     """Read the run records; write the report into report_dir; return the summary.
 
-    Everything is rendered in memory first, so a bad record leaves no output behind. With
-    `tracking`, each cell's MLflow run gets its speedups and MFU, and the sweep's run the
-    report and its headline.
+    Everything is rendered in memory first, so a bad record leaves no output behind.
     """
     summary, files = render(load_records(runs), calibrations, ui_url)
     try:
@@ -84,10 +84,6 @@ def write_report(
             write_bytes(Path(report_dir) / name, data)
     except OSError as exc:
         raise ReportError(f"cannot write the report: {exc}") from None
-    if tracking:
-        log_to_cells(tracking, cell_results(summary))
-        if tracking.get("parent_run_id"):
-            finish_sweep(tracking, str(report_dir), *metrics_and_tags(summary))
     return summary
 
 
@@ -102,9 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ui-url", default=None, help="the MLflow UI, for links to each run")
     args = parser.parse_args(argv)
     try:
-        write_report(
-            args.records or args.runs, args.report_dir, args.calibration, None, args.ui_url
-        )
+        write_report(args.records or args.runs, args.report_dir, args.calibration, args.ui_url)
     except ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

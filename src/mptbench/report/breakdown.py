@@ -1,4 +1,4 @@
-"""breakdown.csv, and each speedup explained op class by op class against float32.
+"""breakdown.csv, and each speedup explained op class by op class against the baseline.
 
 A cell's breakdown (train/combine.py) is ms per step per op class, host overhead/idle
 included, measured on a few profiled steps after its timed ones. A cell without one reads
@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mptbench.measure.opclasses import CLASSES, NAMES
-from mptbench.report.summary import GROUP_KEYS
+from mptbench.core.cells import AXES
+from mptbench.core.opclasses import CLASSES, NAMES
+from mptbench.core.policies import policy_of_record
+from mptbench.report.summary import GROUP_KEYS, is_baseline
 from mptbench.report.tables import fmt_ms
 from mptbench.report.thresholds import BREAKDOWN_CHANGE, BREAKDOWN_NOTABLE
 from mptbench.report.wording import speedup_text
 
-COLUMNS = ["experiment", "model", "backend", "variant", "device", "policy", "batch_size",
-           "op_class",
-           "name", "ms_per_step", "share_of_step"]  # fmt: skip
+COLUMNS = ["experiment", *AXES, "baseline", "op_class", "name", "ms_per_step", "share_of_step"]
 # The sentence speaks of convolutions as one; the table keeps their three classes apart.
 SENTENCE_GROUPS = {
     "convolutions": ("conv_forward", "conv_backward_input", "conv_backward_filter"),
@@ -36,11 +36,8 @@ def breakdown_table(records: list[dict]) -> pd.DataFrame:
         for cls, name in CLASSES:
             ms = classes.get(cls, 0.0)
             rows.append({
-                "experiment": record.get("experiment"), "model": record.get("model"),
-                "backend": record.get("backend") or "tensorflow",
-                "variant": record.get("variant"),
-                "device": record["device"], "policy": record["policy"],
-                "batch_size": record["batch_size"], "op_class": cls, "name": name,
+                "experiment": record.get("experiment"), **{a: record.get(a) for a in AXES},
+                "baseline": policy_of_record(record).baseline, "op_class": cls, "name": name,
                 "ms_per_step": ms, "share_of_step": ms / step if step else None,
             })  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -80,10 +77,10 @@ def sentence(policy: str, base: dict, mine: dict, step_ms: float, summary_row) -
     text = f"{policy} " + (" ".join(parts) if parts else "changed no op class by 2% of the step")
     if same:
         text += f"; {', '.join(same)} did not change"
-    if summary_row is not None and pd.notna(summary_row["speedup_vs_float32"]):
+    if summary_row is not None and pd.notna(summary_row["speedup_vs_baseline"]):
         verdict = summary_row["speedup_verdict"]
         net = "no measurable difference, " if verdict == "no measurable difference" else ""
-        text += f"; net {net}{speedup_text(summary_row)} (speedup_vs_float32)"
+        text += f"; net {net}{speedup_text(summary_row)} (speedup_vs_baseline)"
     return text + "."
 
 
@@ -94,9 +91,9 @@ def _comparison(base: pd.DataFrame, mine: pd.DataFrame) -> dict:
     for cls, name in CLASSES:
         delta = m.get(cls, 0.0) - b.get(cls, 0.0)
         ratio = b.get(cls, 0.0) / m.get(cls) if m.get(cls, 0.0) > 0 else None
-        rows.append({"name": name, "float32": b.get(cls, 0.0), "policy": m.get(cls, 0.0),
+        rows.append({"name": name, "baseline": b.get(cls, 0.0), "policy": m.get(cls, 0.0),
                      "delta": delta, "ratio": ratio})  # fmt: skip
-    return {"rows": rows, "float32_total": float(b.sum()), "policy_total": float(m.sum())}
+    return {"rows": rows, "baseline_total": float(b.sum()), "policy_total": float(m.sum())}
 
 
 def _summary_row(summary: pd.DataFrame, group: tuple, policy, batch_size):
@@ -107,20 +104,21 @@ def _summary_row(summary: pd.DataFrame, group: tuple, policy, batch_size):
 
 
 def explain(table: pd.DataFrame, summary: pd.DataFrame) -> list[dict]:
-    """Per group, batch size and mixed policy: the class-by-class comparison with
-    float32 and its sentence."""
+    """Per group, batch size and policy other than the baseline: the class-by-class comparison
+    with the baseline and its sentence."""
     out = []
     for (*group, batch_size), cells in table.groupby([*GROUP_KEYS, "batch_size"]):
-        base = cells[cells["policy"] == "float32"]
+        base = cells[is_baseline(cells)]
         if base.empty:
             continue
         step_ms = float(base["ms_per_step"].sum())
-        for policy in [p for p in cells["policy"].unique() if p != "float32"]:
+        baseline = str(base["policy"].iloc[0])
+        for policy in [p for p in cells["policy"].unique() if p != baseline]:
             mine = cells[cells["policy"] == policy]
             row = _summary_row(summary, tuple(group), policy, batch_size)
             out.append({
                 **dict(zip(GROUP_KEYS, group, strict=True)),
-                "batch_size": int(batch_size),
+                "batch_size": int(batch_size), "baseline": baseline,
                 "policy": policy, "comparison": _comparison(base, mine),
                 "sentence": sentence(policy, _group_ms(base), _group_ms(mine), step_ms, row),
             })  # fmt: skip

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mptbench.report.summary import policies
+from mptbench.report.summary import baseline_name, compared, policies
 from mptbench.report.thresholds import FAST_RATIO, INPUT_BOUND, PREDICTION_OFF
 from mptbench.report.wording import batches, dtype_of, median, ratio, speedup_text
 
@@ -54,7 +54,7 @@ def input_ate_gain(rows: pd.DataFrame, policy: str) -> list[str]:
     return [
         f"{policy} at batch {int(row['batch_size'])}: the input pipeline ate the gain — compute "
         f"only {speedup_text(row, 'speedup_compute', 'speedup_compute')} (speedup_compute), end "
-        f"to end {speedup_text(row)} (speedup_vs_float32)."
+        f"to end {speedup_text(row)} (speedup_vs_baseline)."
         for _, row in hit.sort_values("batch_size").iterrows()
     ]
 
@@ -98,12 +98,13 @@ def why(rows: pd.DataFrame) -> list[str]:
     skipped as over budget is often one whose kernels are slow); the rest only for cells
     that ran.
     """
-    mixed = [p for p in policies(rows) if p != "float32"]
-    sentences = [s for p in mixed if (s := peak_sentence(rows[rows["policy"] == p], p))]
+    others = compared(rows)
+    sentences = [s for p in others if (s := peak_sentence(rows[rows["policy"] == p], p))]
     ok = rows[rows["outcome"] == "ok"]
+    base = baseline_name(rows)
     for policy in policies(ok):
         mine = ok[ok["policy"] == policy]
         sentences += [s for s in (input_sentence(mine, policy), mfu_sentence(mine, policy)) if s]
-        sentences += input_ate_gain(ok, policy) if policy != "float32" else []
+        sentences += input_ate_gain(ok, policy) if policy != base else []
     prediction = prediction_sentence(rows)
     return sentences + ([prediction] if prediction else [])

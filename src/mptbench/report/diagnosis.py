@@ -1,21 +1,21 @@
 """Why mixed precision did or did not help on one device: sentences built from measured figures,
 each citing the figure and the summary.csv column it stands on.
 
-What is measured, per cell: the speedup over float32 with its interval (end to end, and compute
-only on the synthetic twins); the device's calibrated peak per dtype against float32's; the
-step against its twin's (input-bound or not, per policy); achieved FLOP rates against the
-calibrated peak (MFU); the probe's prediction against the measured step. Thresholds live in
-report/thresholds.py.
+What is measured, per cell: the speedup over the baseline policy with its interval (end to end,
+and compute only on the synthetic twins); the device's calibrated peak per dtype against
+float32's; the step against its twin's (input-bound or not, per policy); achieved FLOP rates
+against the calibrated peak (MFU); the probe's prediction against the measured step.
+Thresholds live in report/thresholds.py.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from mptbench.core.outcomes import WORDS
 from mptbench.report.causes import why
-from mptbench.report.summary import policies
+from mptbench.report.summary import baseline_name, compared, is_baseline
 from mptbench.report.wording import batches, dtype_of, speedup_text
-from mptbench.train.outcomes import WORDS
 
 
 def _has(row: pd.Series, key: str, what: str) -> str:
@@ -54,16 +54,18 @@ def hardware_sentence(row: pd.Series) -> str:
 
 
 def speedup_sentence(rows: pd.DataFrame, policy: str) -> str:
-    hit = rows[(rows["policy"] == policy) & rows["speedup_vs_float32"].notna()]
+    hit = rows[(rows["policy"] == policy) & rows["speedup_vs_baseline"].notna()]
+    base = baseline_name(rows)
     if hit.empty:
-        has_float32 = (rows["policy"] == "float32").any()
-        missing = "float32 and it never both ran ok" if has_float32 else "no float32 run to compare"
+        missing = (
+            f"{base} and it never both ran ok" if base else "no baseline policy run to compare"
+        )
         return f"{policy}: no speedup to report ({missing} at any batch size)."
     parts = []
     for _, row in hit.sort_values("batch_size").iterrows():
         verdict = row["speedup_verdict"] if isinstance(row["speedup_verdict"], str) else "unjudged"
         parts.append(f"batch {int(row['batch_size'])}: {verdict}, {speedup_text(row)}")
-    return f"{policy} against float32 (speedup_vs_float32) — " + "; ".join(parts) + "."
+    return f"{policy} against {base} (speedup_vs_baseline) — " + "; ".join(parts) + "."
 
 
 def _slow_hardware_sentence(rows: pd.DataFrame, policy: str) -> str | None:
@@ -78,8 +80,8 @@ def _slow_hardware_sentence(rows: pd.DataFrame, policy: str) -> str | None:
     where = "This CPU" if pd.isna(first["compute_capability"]) else "This GPU"
     return (
         f"{where} has no fast {dtype} math (fast_{dtype} false) and {policy} was measurably "
-        f"slower than float32 at batch {batches(slower)}, as TensorFlow's mixed-precision "
-        "guide warns for such hardware."
+        f"slower than {baseline_name(rows)} at batch {batches(slower)}, as TensorFlow's "
+        "mixed-precision guide warns for such hardware."
     )
 
 
@@ -95,22 +97,23 @@ def outcome_sentences(rows: pd.DataFrame) -> list[str]:
 
 
 def memory_sentences(rows: pd.DataFrame) -> list[str]:
-    f32_oom = set(rows[(rows["policy"] == "float32") & (rows["outcome"] == "oom")]["batch_size"])
+    base_oom = set(rows[is_baseline(rows) & (rows["outcome"] == "oom")]["batch_size"])
     sentences = []
-    for policy in policies(rows):
+    for policy in compared(rows):
         ok = rows[(rows["policy"] == policy) & (rows["outcome"] == "ok")]
-        fit = ok[ok["batch_size"].isin(f32_oom)]
-        if policy != "float32" and not fit.empty:
-            sentences.append(f"{policy} fit batch {batches(fit)}, where float32 ran out of memory.")
+        fit = ok[ok["batch_size"].isin(base_oom)]
+        if not fit.empty:
+            sentences.append(
+                f"{policy} fit batch {batches(fit)}, where {baseline_name(rows)} ran out of memory."
+            )
     return sentences
 
 
 def diagnose(rows: pd.DataFrame) -> list[str]:
     """Sentences about one (variant, device), every number taken from its rows."""
     sentences = [hardware_sentence(rows.iloc[0])]
-    for policy in policies(rows):
-        if policy != "float32":
-            sentences.append(speedup_sentence(rows, policy))
-            slow = _slow_hardware_sentence(rows, policy)
-            sentences += [slow] if slow else []
+    for policy in compared(rows):
+        sentences.append(speedup_sentence(rows, policy))
+        slow = _slow_hardware_sentence(rows, policy)
+        sentences += [slow] if slow else []
     return sentences + outcome_sentences(rows) + why(rows) + memory_sentences(rows)

@@ -1,23 +1,24 @@
 """The headline of a finished run: per device, the best mixed policy's speedup with its
-interval and how many cells ran, were over budget or failed. The terminal prints it when a
-run ends; the sweep's MLflow run keeps it as metrics and tags."""
+interval and how many cells ran, were over budget or failed. The aggregate writes it beside
+the report (the terminal prints it when a run ends); the sweep's MLflow run keeps it as
+metrics and tags."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from mptbench.report.summary import GROUP_KEYS, groups
+from mptbench.report.summary import GROUP_KEYS, groups, is_baseline
 
 FAILED = ("oom", "killed", "nonfinite", "unsupported")
 
 
 def best(rows: pd.DataFrame) -> pd.Series | None:
     """The mixed policy's cell with the highest speedup, measurably faster ones first."""
-    hit = rows[(rows["policy"] != "float32") & rows["speedup_vs_float32"].notna()]
+    hit = rows[~is_baseline(rows) & rows["speedup_vs_baseline"].notna()]
     if hit.empty:
         return None
     rank = hit.assign(_faster=hit["speedup_verdict"] == "faster")
-    return rank.sort_values(["_faster", "speedup_vs_float32"], ascending=False).iloc[0]
+    return rank.sort_values(["_faster", "speedup_vs_baseline"], ascending=False).iloc[0]
 
 
 def counts(rows: pd.DataFrame) -> dict[str, int]:
@@ -36,7 +37,7 @@ def speedup_words(row: pd.Series) -> str:
     verdict = row["speedup_verdict"] if isinstance(row["speedup_verdict"], str) else "unjudged"
     return (
         f"{row['policy']} at batch {int(row['batch_size'])}: "
-        f"{row['speedup_vs_float32']:.2f}×{interval}, {verdict}"
+        f"{row['speedup_vs_baseline']:.2f}×{interval}, {verdict}"
     )
 
 
@@ -64,7 +65,7 @@ def metrics_and_tags(summary: pd.DataFrame) -> tuple[dict[str, float], dict[str,
         top = best(rows)
         if top is None:
             continue
-        named = {"best_speedup": "speedup_vs_float32", "best_speedup_ci_low": "speedup_ci_low",
+        named = {"best_speedup": "speedup_vs_baseline", "best_speedup_ci_low": "speedup_ci_low",
                  "best_speedup_ci_high": "speedup_ci_high"}  # fmt: skip
         for name, column in named.items():
             if pd.notna(top[column]):
@@ -73,37 +74,10 @@ def metrics_and_tags(summary: pd.DataFrame) -> tuple[dict[str, float], dict[str,
     return metrics, tags
 
 
-def terminal_lines(
-    summary_csv,
-    report_dir: str,
-    tracking: dict,
-    experiment: str,
-    experiment_id=None,
-    config_args: str | None = None,
-) -> list[str]:
-    """What a finished run prints: where to look, and the headline. `config_args` is the
-    run's own `--config ...` (shell-quoted), so the report command it prints is that run's."""
-    from mptbench.report.sections import experiment_link
-
-    summary = pd.read_csv(summary_csv)
-    uri, ui = str(tracking.get("uri") or ""), tracking.get("ui") or ""
-    page = experiment_link(ui, experiment_id) if ui and experiment_id else ui or uri
-    start = (
-        f"mlflow ui --backend-store-uri {uri}, then open " if uri.startswith("sqlite:") else "open "
-    )
-    browse = start + page
-    return [
-        "",
-        f"mptbench {experiment}: the report is {report_dir}/index.html "
-        f"(tables: {report_dir}/summary.csv, {report_dir}/breakdown.csv)",
-        f"  Snakemake's report: snakemake --report results/{experiment}/report.zip"
-        + (f" --config {config_args}" if config_args else ""),
-        f"  MLflow: {browse}",
-        *(f"  {line}" for line in lines(summary)),
-        *(f"  {line}" for line in models_compared(summary)),
-        *(f"  {line}" for line in backends_compared(summary)),
-        "",
-    ]
+def headline_lines(summary: pd.DataFrame) -> list[str]:
+    """What a finished run prints after where to look: a line per group, then the models'
+    and the backends' best speedups side by side."""
+    return [*lines(summary), *models_compared(summary), *backends_compared(summary)]
 
 
 def _words(name: str, top: pd.Series) -> str:
@@ -111,11 +85,11 @@ def _words(name: str, top: pd.Series) -> str:
     interval = ""
     if pd.notna(top["speedup_ci_low"]):
         interval = f" (95% interval {top['speedup_ci_low']:.2f}–{top['speedup_ci_high']:.2f})"
-    figure = f"{top['speedup_vs_float32']:.2f}×{interval}"
+    figure = f"{top['speedup_vs_baseline']:.2f}×{interval}"
     where = f"from {top['policy']} at batch {int(top['batch_size'])}"
     if verdict == "no measurable difference":
         return f"{name} showed no measurable difference {where}, {figure}"
-    verb = "gained" if verdict == "faster" or top["speedup_vs_float32"] > 1 else "ran at"
+    verb = "gained" if verdict == "faster" or top["speedup_vs_baseline"] > 1 else "ran at"
     return f"{name} {verb} {figure} {where}"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mptbench.config.layout import GROUP_DIAGNOSIS, GROUP_TABLE, PUBLISHED_PLOT, group_file
+from mptbench.plan.layout import GROUP_DIAGNOSIS, GROUP_TABLE, PUBLISHED_PLOT, group_file
 from mptbench.report import sections
 from mptbench.report.headline import backends_compared, models_compared
 from mptbench.report.summary import GROUP_KEYS
@@ -37,9 +37,10 @@ HOW_TO_READ = (
     "faster) with its 95% confidence interval beneath it: each cell is timed in train.repeats "
     "separate processes until its median is known to train.precision, and the interval (a "
     "bootstrap over processes, then over steps) covers the variation between processes as well "
-    "as within one. \"Speedup vs float32\" is float32's ms/step divided by the policy's at the "
-    "same batch size, with its own interval: faster or slower only where the whole interval is "
-    'above or below 1, otherwise "no measurable difference". A cell without a timing says why: '
+    'as within one. "Speedup vs" the baseline policy (float32 unless a policy\'s yaml says '
+    "otherwise) is the baseline's ms/step divided by the policy's at the same batch size, with "
+    "its own interval: faster or slower only where the whole interval is above or below 1, "
+    'otherwise "no measurable difference". A cell without a timing says why: '
     "OOM (out of memory, on evidence), killed (killed from outside), over budget (a step is, or"
     " is clearly predicted to be, slower than train.max_step_seconds), NaN/Inf (the loss became"
     " non-finite) or unsupported (no kernel for the policy on this device); hover over it for "
@@ -116,7 +117,7 @@ def render_group_files(summary: pd.DataFrame, breakdown: pd.DataFrame) -> dict[s
     files = {}
     for g in sections.all_groups(summary, breakdown):
         key = tuple(g[k] for k in GROUP_KEYS)
-        files[group_file(*key, GROUP_TABLE)] = _csv_table(g["table"]).encode()
+        files[group_file(key, GROUP_TABLE)] = _csv_table(g["table"]).encode()
         page = _env().get_template("diagnosis.html.j2").render(group=g)
-        files[group_file(*key, GROUP_DIAGNOSIS)] = page.encode()
+        files[group_file(key, GROUP_DIAGNOSIS)] = page.encode()
     return files

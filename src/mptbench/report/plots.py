@@ -14,12 +14,22 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, NullLocator  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
-from mptbench.config.layout import PUBLISHED_PLOT, group_file  # noqa: E402
-from mptbench.measure.opclasses import CLASSES  # noqa: E402
-from mptbench.report.summary import GROUP_KEYS, groups, policies  # noqa: E402
-from mptbench.train.outcomes import WORDS  # noqa: E402
+from mptbench.core.opclasses import CLASSES  # noqa: E402
+from mptbench.core.outcomes import WORDS  # noqa: E402
+from mptbench.plan.layout import PUBLISHED_PLOT, group_file  # noqa: E402
+from mptbench.report.published import PUBLISHED_MIXED  # noqa: E402
+from mptbench.report.summary import (  # noqa: E402
+    GROUP_KEYS,
+    baseline_name,
+    compared,
+    groups,
+    policies,
+)
 
-POLICY_COLOR = {"float32": "C0", "mixed_float16": "C1", "mixed_bfloat16": "C2"}
+
+def colors(rows: pd.DataFrame) -> dict[str, str]:
+    """A colour per policy, in the policies' order (the baseline's first)."""
+    return {p: f"C{i % 10}" for i, p in enumerate(policies(rows))}
 
 
 def _minor_label(ax, value: float, _position) -> str:
@@ -42,8 +52,7 @@ def _batch_axis(ax, rows: pd.DataFrame) -> None:
 def _policy_lines(ax, rows: pd.DataFrame, ok: pd.DataFrame) -> None:
     # Cells without a timing are named along the bottom, so a gap is not mistaken for no run.
     bottom = blended_transform_factory(ax.transData, ax.transAxes)
-    for i, p in enumerate(policies(rows)):
-        color = POLICY_COLOR.get(p, f"C{3 + i}")
+    for i, (p, color) in enumerate(colors(rows).items()):
         points = ok[ok["policy"] == p].sort_values("batch_size")
         if not points.empty:
             ms = points["ms_per_step"]
@@ -113,33 +122,37 @@ def ms_per_step_figure(rows: pd.DataFrame, title: str) -> bytes:
 
 
 def _speedup_lines(ax, rows: pd.DataFrame) -> None:
-    for i, p in enumerate(q for q in policies(rows) if q != "float32"):
-        hit = rows[(rows["policy"] == p) & rows["speedup_vs_float32"].notna()]
+    palette = colors(rows)
+    for p in compared(rows):
+        hit = rows[(rows["policy"] == p) & rows["speedup_vs_baseline"].notna()]
         hit = hit.sort_values("batch_size")
         if hit.empty:
             continue
-        low = (hit["speedup_vs_float32"] - hit["speedup_ci_low"]).fillna(0).clip(lower=0)
-        high = (hit["speedup_ci_high"] - hit["speedup_vs_float32"]).fillna(0).clip(lower=0)
-        color = POLICY_COLOR.get(p, f"C{3 + i}")
-        ax.errorbar(hit["batch_size"], hit["speedup_vs_float32"], yerr=[low, high], marker="o",
+        low = (hit["speedup_vs_baseline"] - hit["speedup_ci_low"]).fillna(0).clip(lower=0)
+        high = (hit["speedup_ci_high"] - hit["speedup_vs_baseline"]).fillna(0).clip(lower=0)
+        color = palette[p]
+        ax.errorbar(hit["batch_size"], hit["speedup_vs_baseline"], yerr=[low, high], marker="o",
                     capsize=3, label=f"{p} (ours, 95% CI)", color=color)  # fmt: skip
 
 
 def speedup_figure(rows: pd.DataFrame, published: pd.DataFrame, title: str) -> bytes:
-    """Speedup over float32 against batch size, ours with intervals, the published dashed."""
+    """Speedup over the baseline against batch size, ours with intervals, the published
+    dashed."""
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     _speedup_lines(ax, rows)
     for i, (device, theirs) in enumerate(published.groupby("device", sort=False)):
-        hit = theirs[(theirs["policy"] == "mixed_float16") & theirs["speedup_vs_float32"].notna()]
-        ax.plot(hit["batch_size"], hit["speedup_vs_float32"], linestyle="--", marker=".",
-                color=f"C{6 + i}", alpha=0.8, label=f"mixed_float16, {device} (2020)")  # fmt: skip
+        mixed = theirs[theirs["policy"] == PUBLISHED_MIXED]
+        hit = mixed[mixed["speedup_vs_baseline"].notna()]
+        ax.plot(hit["batch_size"], hit["speedup_vs_baseline"], linestyle="--", marker=".",
+                color=f"C{6 + i}", alpha=0.8,
+                label=f"{PUBLISHED_MIXED}, {device} (2020)")  # fmt: skip
     ax.axhline(1.0, color="0.4", linewidth=1)
     ax.set_xscale("log", base=2)
     sizes = sorted(int(b) for b in set(rows["batch_size"]) | set(published["batch_size"]))
     ax.set_xticks(sizes, [str(b) for b in sizes])
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("batch size")
-    ax.set_ylabel("speedup over float32 (×, above 1: faster)")
+    ax.set_ylabel(f"speedup over {baseline_name(rows)} (×, above 1: faster)")
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
@@ -151,8 +164,7 @@ def tflops_figure(rows: pd.DataFrame, title: str) -> bytes:
     """Achieved TFLOP/s (end to end, compute only) per policy against its calibrated peak."""
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     ok = rows[rows["outcome"] == "ok"]
-    for i, p in enumerate(policies(rows)):
-        color = POLICY_COLOR.get(p, f"C{3 + i}")
+    for p, color in colors(rows).items():
         mine = ok[ok["policy"] == p].sort_values("batch_size")
         if mine.empty:
             continue
@@ -222,7 +234,7 @@ def render_plots(
             "tflops.png": tflops_figure(rows, title),
             "breakdown.png": breakdown_figure(cells, f"{title}: ms per step by op class"),
         }
-        plots |= {group_file(*key, name): png for name, png in figures.items()}
+        plots |= {group_file(key, name): png for name, png in figures.items()}
     theirs = [(str(device), rows) for device, rows in published.groupby("device", sort=False)]
     plots[PUBLISHED_PLOT] = _figure(theirs, "Published (2020)")
     return plots

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mptbench.record import REQUIRED
+from mptbench.core.record import REQUIRED
 
 
 class ReportError(Exception):

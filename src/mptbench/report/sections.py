@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mptbench.config.layout import GROUP_PLOTS, group_file
-from mptbench.record import RUNS_TABLE
+from mptbench.core.links import experiment_link
+from mptbench.core.record import RUNS_TABLE
+from mptbench.plan.layout import GROUP_PLOTS, group_file
 from mptbench.report.breakdown import explain, not_profiled
 from mptbench.report.diagnosis import diagnose
 from mptbench.report.published import (
@@ -19,7 +20,7 @@ from mptbench.report.tables import backends_table, cell, fmt_ms, plain_table, po
 
 PLOT_ALT = {
     "ms_per_step.png": "median ms per step against batch size, per policy, with 95% intervals",
-    "speedup.png": "speedup over float32 against batch size, with the published speedups",
+    "speedup.png": "speedup over the baseline against batch size, with the published speedups",
     "tflops.png": "achieved TFLOP/s against batch size, with the calibrated peaks",
     "breakdown.png": "milliseconds per step by op class, per batch size and policy",
 }
@@ -84,13 +85,6 @@ def run_link(ui_url: str | None, experiment_id, run_id) -> str | None:
     return experiment_link(ui_url, experiment_id, f"/runs/{run_id}")
 
 
-def experiment_link(ui_url: str, experiment_id, page: str = "") -> str:
-    """A page of the MLflow UI. MLflow 3.17's UI picks its view (GenAI or model training)
-    from a switch it remembers per browser, not from the experiment's kind tag: the link
-    asks for the model-training view itself."""
-    return f"{ui_url.rstrip('/')}/#/experiments/{experiment_id}{page}?workflowType=machine_learning"
-
-
 def runs(summary: pd.DataFrame, ui_url: str | None) -> dict:
     """Every run, its MLflow run id shortened and linked to the run in the MLflow UI."""
     shown = summary[RUNS_TABLE].copy()
@@ -109,15 +103,17 @@ def runs(summary: pd.DataFrame, ui_url: str | None) -> dict:
     return table
 
 
-def comparison_table(comparison: dict) -> dict:
-    head = [cell("op class", "text"), cell("float32", small="ms/step"),
-            cell("policy", small="ms/step"), cell("difference", small="ms/step"),
-            cell("float32 / policy")]  # fmt: skip
+def comparison_table(explained: dict) -> dict:
+    """One policy against the baseline, op class by op class."""
+    base, policy = explained["baseline"], explained["policy"]
+    head = [cell("op class", "text"), cell(base, small="ms/step"),
+            cell(policy, small="ms/step"), cell("difference", small="ms/step"),
+            cell(f"{base} / {policy}")]  # fmt: skip
     rows = []
-    for r in comparison["rows"]:
+    for r in explained["comparison"]["rows"]:
         moved = "faster" if r["delta"] < 0 else "slower" if r["delta"] > 0 else None
         rows.append([
-            cell(r["name"], "text"), cell(f"{r['float32']:.3g}"), cell(f"{r['policy']:.3g}"),
+            cell(r["name"], "text"), cell(f"{r['baseline']:.3g}"), cell(f"{r['policy']:.3g}"),
             cell(f"{r['delta']:+.3g}", moved),
             cell("—" if r["ratio"] is None else f"{r['ratio']:.2f}×"),
         ])  # fmt: skip
@@ -132,10 +128,8 @@ def group(key: tuple, rows: pd.DataFrame, breakdown: pd.DataFrame) -> dict:
         **dict(zip(GROUP_KEYS, key, strict=True)),
         "label": device_label(rows.iloc[0]),
         "table": policy_table(rows),
-        "plots": [{"src": group_file(*key, p), "alt": PLOT_ALT[p]} for p in GROUP_PLOTS],
-        "explained": [
-            e | {"table": comparison_table(e["comparison"])} for e in explain(mine, rows)
-        ],
+        "plots": [{"src": group_file(key, p), "alt": PLOT_ALT[p]} for p in GROUP_PLOTS],
+        "explained": [e | {"table": comparison_table(e)} for e in explain(mine, rows)],
         "not_profiled": not_profiled(rows, mine),
         "diagnosis": diagnose(rows),
     }

@@ -8,15 +8,16 @@ from typing import Any
 
 import pandas as pd
 
-from mptbench import policies as policy_facts
-from mptbench import stats
-from mptbench.policies import policy_of_record
-from mptbench.record import COLUMNS, FIELDS
+from mptbench.core import policies as policy_facts
+from mptbench.core import stats
+from mptbench.core.cells import AXES, GROUP_AXES
+from mptbench.core.policies import policy_of_record
+from mptbench.core.record import COLUMNS, FIELDS
 
-BASELINE = "float32"
 # A report group: one model on one Keras backend, with one variant, on one device.
-GROUP_KEYS = ["model", "backend", "variant", "device"]
-CELL_KEYS = [*GROUP_KEYS, "batch_size"]
+GROUP_KEYS = list(GROUP_AXES)
+# The cells a speedup compares: the same group and batch size, another policy.
+CELL_KEYS = [a for a in AXES if a != "policy"]
 
 
 def hardware(record: dict[str, Any]) -> dict[str, Any]:
@@ -91,7 +92,8 @@ def _mfu(row: dict[str, Any], peak: float) -> dict[str, Any]:
 
 def row_of(record: dict[str, Any], calibrations: dict) -> dict[str, Any]:
     row = {f.name: f.read(record) for f in FIELDS if not f.derived}
-    row["compute_dtype"] = policy_of_record(record).compute_dtype
+    policy = policy_of_record(record)
+    row["compute_dtype"], row["baseline"] = policy.compute_dtype, policy.baseline
     row["variant"] = row["variant"] or "default"
     row["backend"] = row["backend"] or "tensorflow"  # records from before backends were an axis
     row["repeats"] = len(record.get("repeats") or []) or None
@@ -118,21 +120,33 @@ def verdict(low: float, high: float) -> str:
     return "no measurable difference"
 
 
+def is_baseline(rows: pd.DataFrame) -> pd.Series:
+    """Which rows are the baseline policy's (its yaml says baseline: true)."""
+    return rows["baseline"].astype("boolean").fillna(False).astype(bool)
+
+
+def baseline_name(rows: pd.DataFrame) -> str | None:
+    """The baseline policy's name among these rows, if one of them is."""
+    names = rows.loc[is_baseline(rows), "policy"].unique()
+    return str(names[0]) if len(names) else None
+
+
 def _speedups(df: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
-    """Each policy's speedup over float32 in the same group and at the same batch size, end to
-    end and compute only, with 95% intervals drawn from both cells' raw steps."""
+    """Each policy's speedup over the baseline in the same group and at the same batch size,
+    end to end and compute only, with 95% intervals drawn from both cells' raw steps."""
     ok = (df["outcome"] == "ok") & (df["ms_per_step"] > 0)
+    baseline = is_baseline(df)
     base = {
         key: i
         for i, key in zip(df.index, df[CELL_KEYS].itertuples(index=False), strict=True)
-        if ok[i] and df.at[i, "policy"] == BASELINE
+        if ok[i] and baseline[i]
     }
     for i in df.index[ok]:
         j = base.get(tuple(df.loc[i, CELL_KEYS]))
         if j is None:
             continue
         if i == j:
-            df.at[i, "speedup_vs_float32"] = 1.0
+            df.at[i, "speedup_vs_baseline"] = 1.0
             continue
         for prefix, column, key in (
             ("speedup", "ms_per_step", "step_ms"),
@@ -143,7 +157,7 @@ def _speedups(df: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
 
 
 def _ratio(df: pd.DataFrame, i: int, j: int, prefix: str, column: str, top, bottom) -> None:
-    point = prefix if prefix != "speedup" else "speedup_vs_float32"
+    point = prefix if prefix != "speedup" else "speedup_vs_baseline"
     if pd.isna(df.at[i, column]) or pd.isna(df.at[j, column]):
         return
     df.at[i, point] = df.at[j, column] / df.at[i, column]
@@ -155,14 +169,13 @@ def _ratio(df: pd.DataFrame, i: int, j: int, prefix: str, column: str, top, bott
 
 
 def add_speedup(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """speedup_vs_float32 from medians alone (the published table has no raw steps)."""
+    """speedup_vs_baseline from medians alone (the published table has no raw steps)."""
     ok = (df["outcome"] == "ok") & (df["ms_per_step"] > 0)
-    baseline = (
-        df[ok & (df["policy"] == BASELINE)].groupby(keys)["ms_per_step"].median().rename("_f32")
-    )
+    baseline = df[ok & is_baseline(df)].groupby(keys)["ms_per_step"].median()
+    baseline = baseline.rename("_baseline_ms")
     out = df.merge(baseline.reset_index(), on=keys, how="left")
-    out["speedup_vs_float32"] = (out["_f32"] / out["ms_per_step"]).where(ok.to_numpy())
-    return out.drop(columns="_f32")
+    out["speedup_vs_baseline"] = (out["_baseline_ms"] / out["ms_per_step"]).where(ok.to_numpy())
+    return out.drop(columns="_baseline_ms")
 
 
 def summarise(
@@ -183,9 +196,16 @@ def summarise(
 
 
 def policies(rows: pd.DataFrame) -> list[str]:
-    """The policies present, ordered by compute dtype (float32 first), then by name."""
-    dtypes = dict(zip(rows["policy"], rows.get("compute_dtype", rows["policy"]), strict=True))
-    return policy_facts.order(dtypes)
+    """The policies present: the baseline first, then by compute dtype, then by name."""
+    dtypes = rows.get("compute_dtype", rows["policy"])
+    facts = zip(rows["policy"], zip(is_baseline(rows), dtypes, strict=True), strict=True)
+    return policy_facts.order(dict(facts))
+
+
+def compared(rows: pd.DataFrame) -> list[str]:
+    """The policies present that are compared with the baseline: every other one."""
+    base = baseline_name(rows)
+    return [p for p in policies(rows) if p != base]
 
 
 def groups(summary: pd.DataFrame) -> list[tuple[tuple[str, str, str], pd.DataFrame]]:
@@ -194,6 +214,6 @@ def groups(summary: pd.DataFrame) -> list[tuple[tuple[str, str, str], pd.DataFra
 
 
 def speedup_range(rows: pd.DataFrame, policy: str) -> pd.Series:
-    """policy's speedups over float32, per batch size where both ran ok."""
-    hit = rows[(rows["policy"] == policy) & rows["speedup_vs_float32"].notna()]
-    return hit.set_index("batch_size")["speedup_vs_float32"].sort_index()
+    """policy's speedups over the baseline, per batch size where both ran ok."""
+    hit = rows[(rows["policy"] == policy) & rows["speedup_vs_baseline"].notna()]
+    return hit.set_index("batch_size")["speedup_vs_baseline"].sort_index()

@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from mptbench.report.summary import policies
-from mptbench.train.outcomes import WORDS
+from mptbench.core.outcomes import WORDS
+from mptbench.report.summary import baseline_name, policies
 
 
 def cell(
@@ -72,36 +72,39 @@ def _speedup_of(row: pd.Series | None) -> dict:
     if row is None:
         return speedup_cell(None)
     return speedup_cell(
-        row["speedup_vs_float32"], row.get("speedup_ci_low"), row.get("speedup_ci_high"),
+        row["speedup_vs_baseline"], row.get("speedup_ci_low"), row.get("speedup_ci_high"),
         row.get("speedup_verdict"),
     )  # fmt: skip
 
 
 def policy_label(rows: pd.DataFrame, policy: str) -> str:
-    """A policy's column name: "float32 (TF32)" where its float32 ran as TF32 (GPUs from
+    """A policy's column name: "float32 (TF32)" where its float32 math ran as TF32 (GPUs from
     Ampere on, unless device.gpu.tf32=false)."""
     mine = rows[rows["policy"] == policy]
     tf32 = "tf32" in mine and bool(mine["tf32"].fillna(False).astype(bool).any())
-    return f"{policy} (TF32)" if tf32 and policy == "float32" else policy
+    in_float32 = "compute_dtype" in mine and (mine["compute_dtype"] == "float32").any()
+    return f"{policy} (TF32)" if tf32 and in_float32 else policy
 
 
 def policy_table(rows: pd.DataFrame, pols: list[str] | None = None) -> dict:
-    """Rows batch size; per policy ms/step, and per mixed policy its speedup over float32."""
+    """Rows batch size; per policy ms/step, and per other policy its speedup over the
+    baseline."""
     pols = pols or policies(rows)
+    base = baseline_name(rows)
     keys = ["batch_size", "policy"]
     cells = rows.drop_duplicates(keys, keep="last").set_index(keys)
     head = [cell("batch size")]
     for p in pols:
         head.append(cell(policy_label(rows, p), small="ms/step"))
-        if p != "float32":
-            head.append(cell(p, small="speedup vs float32"))
+        if p != base:
+            head.append(cell(p, small=f"speedup vs {base}" if base else "speedup (no baseline)"))
     body = []
     for batch_size in sorted(set(rows["batch_size"])):
         tds = [cell(int(batch_size))]
         for p in pols:
             row = cells.loc[(batch_size, p)] if (batch_size, p) in cells.index else None
             tds.append(ms_cell(row))
-            if p != "float32":
+            if p != base:
                 tds.append(_speedup_of(row))
         body.append(tds)
     return {"head": head, "rows": body}
@@ -109,7 +112,7 @@ def policy_table(rows: pd.DataFrame, pols: list[str] | None = None) -> dict:
 
 def backends_table(rows: pd.DataFrame) -> dict:
     """One model, variant and device on several backends: rows batch size and backend, columns
-    as in policy_table (every speedup is over the same backend's float32)."""
+    as in policy_table (every speedup is over the same backend's baseline)."""
     pols = policies(rows)
     head, body = None, []
     tables = {b: policy_table(mine, pols) for b, mine in rows.groupby("backend", sort=True)}

@@ -25,7 +25,7 @@ def batches(rows: pd.DataFrame) -> str:
 
 
 def speedup_text(
-    row: pd.Series, column: str = "speedup_vs_float32", prefix: str = "speedup"
+    row: pd.Series, column: str = "speedup_vs_baseline", prefix: str = "speedup"
 ) -> str:
     """ "1.83× (95% interval 1.80–1.86)", or the point alone when no interval was measured."""
     value, low, high = row[column], row[f"{prefix}_ci_low"], row[f"{prefix}_ci_high"]

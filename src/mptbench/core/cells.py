@@ -1,0 +1,40 @@
+"""A grid cell: one timing run. Its fields are the grid's axes, in the order every path, table
+and loop uses; the Keras backends a cell can name are listed here once."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+# The Keras backends mptbench knows (conf/backend/ has one yaml each; the schema, the rules'
+# wildcards and the engine's backends are checked against this tuple).
+BACKENDS = ("tensorflow", "jax", "torch")
+
+
+@dataclass(frozen=True)
+class Cell:
+    model: str
+    backend: str
+    variant: str
+    device: str
+    policy: str
+    batch_size: int
+
+    def wildcards(self, experiment: str) -> dict[str, Any]:
+        return {"experiment": experiment, **asdict(self)}
+
+    @property
+    def label(self) -> str:
+        *axes, batch_size = (getattr(self, a) for a in AXES)
+        return "/".join((*axes, f"bs{batch_size}"))
+
+    @property
+    def group(self) -> tuple[str, ...]:
+        return tuple(getattr(self, a) for a in GROUP_AXES)
+
+
+AXES = tuple(f.name for f in fields(Cell))
+# A report group: the cells that differ only in policy and batch size (one table, one plot).
+GROUP_AXES = AXES[:4]
+# What a probe is per: every axis but the batch size (it times its own two batch sizes).
+PROBE_AXES = AXES[:5]

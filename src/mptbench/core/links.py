@@ -1,0 +1,11 @@
+"""Where the MLflow UI shows an experiment or a run: the report links each run there and a
+finished workflow prints the experiment's page."""
+
+from __future__ import annotations
+
+
+def experiment_link(ui_url: str, experiment_id, page: str = "") -> str:
+    """A page of the MLflow UI. MLflow 3.17's UI picks its view (GenAI or model training)
+    from a switch it remembers per browser, not from the experiment's kind tag: the link
+    asks for the model-training view itself."""
+    return f"{ui_url.rstrip('/')}/#/experiments/{experiment_id}{page}?workflowType=machine_learning"

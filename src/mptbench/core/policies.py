@@ -1,0 +1,75 @@
+"""A dtype policy as its conf/policy yaml describes it: the only source of what a policy is.
+
+A run carries its `Policy`, and its record the policy's facts (compute dtype, whether it is the
+baseline); the model, the peaks, the report and the diagnosis read them there, so a new policy
+is one yaml file. The baseline (the policy every other is compared with) is the one whose yaml
+says `baseline: true`, whatever its name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+DTYPES = ("float32", "float16", "bfloat16")
+LOSS_SCALING = ("dynamic", "none")
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    compute_dtype: str
+    variable_dtype: str = "float32"
+    loss_scaling: str = "none"
+    baseline: bool = False
+
+    @classmethod
+    def of(cls, name: str, facts: dict[str, Any]) -> Policy:
+        keys = ("compute_dtype", "variable_dtype", "loss_scaling", "baseline")
+        return cls(name=name, **{k: facts[k] for k in keys if facts.get(k) is not None})
+
+    @property
+    def keras_name(self) -> str:
+        """Keras' name for these dtypes: `mixed_<compute>` keeps variables in float32."""
+        if self.compute_dtype == self.variable_dtype:
+            return self.compute_dtype
+        return f"mixed_{self.compute_dtype}"
+
+    def problem(self) -> str | None:
+        """Why Keras cannot run these facts as written, or None."""
+        if self.compute_dtype != self.variable_dtype and self.variable_dtype != "float32":
+            return (
+                f"variable_dtype {self.variable_dtype!r} with compute_dtype "
+                f"{self.compute_dtype!r}: Keras keeps mixed policies' variables in float32"
+            )
+        if self.keras_name == "mixed_float16" and self.loss_scaling != "dynamic":
+            return "loss_scaling 'none' with mixed float16: Keras' fit always scales its loss"
+        return None
+
+
+def policy_of_record(record: dict[str, Any]) -> Policy:
+    """The policy a run record was measured under, from the facts it carries."""
+    name = str(record.get("policy"))
+    if not record.get("compute_dtype"):
+        # Hand-made records name a Keras policy and say nothing else. Anything that is not one
+        # has no known dtype: no peak, no MFU, rather than float32's by default.
+        dtype = name.removeprefix("mixed_")
+        record = {"compute_dtype": dtype if dtype in DTYPES else "unknown",
+                  "baseline": record.get("baseline")}  # fmt: skip
+    policy = Policy.of(name, record)
+    if record.get("baseline") is None:
+        # A record that does not say: the policy that computes and stores in the first dtype
+        # (float32) is the natural baseline.
+        policy = replace(policy, baseline=policy.keras_name == DTYPES[0])
+    return policy
+
+
+def order(policies: dict[str, tuple[bool, str]]) -> list[str]:
+    """Policy names: the baseline first, then by compute dtype (float32, float16, bfloat16,
+    others), then by name. `policies` maps a name to (is the baseline, its compute dtype)."""
+
+    def key(name: str) -> tuple[bool, int, str]:
+        baseline, dtype = policies[name]
+        return (not baseline, DTYPES.index(dtype) if dtype in DTYPES else len(DTYPES), name)
+
+    return sorted(policies, key=key)

@@ -1,0 +1,127 @@
+"""The run record's fields, described once: what the record, summary.csv, MLflow and the
+report's run table read.
+
+A field's `path` says where it lives in a run record (dotted, into nested dicts); a field
+without a path is worked out by the report from several records (speedups, peaks, MFU).
+Adding a column is adding a line here (and, for a measured one, setting it in the cell).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: type
+    path: str | None = ""  # "" = the field's own name at the top of the record
+    metric: bool = False  # logged as an MLflow metric of the cell's run
+    runs_table: bool = False  # shown in the report's table of runs
+    doc: str = ""
+
+    @property
+    def numeric(self) -> bool:
+        return self.type in (int, float)
+
+    @property
+    def derived(self) -> bool:
+        return self.path is None
+
+    def read(self, record: dict[str, Any]) -> Any:
+        value: Any = record
+        for key in (self.path or self.name).split("."):
+            if not isinstance(value, dict):
+                return None
+            value = value.get(key)
+        return value
+
+
+F = Field
+FIELDS: tuple[Field, ...] = (
+    F("experiment", str),
+    F("model", str, runs_table=True),
+    F("backend", str, runs_table=True, doc="Keras backend: tensorflow, jax or torch"),
+    F("dataset", str),
+    F("image_size", int),
+    F("parameters", int, metric=True, doc="the model's, from the model_info rule"),
+    F("builder", str, doc="a python model's package.module:function"),
+    F("builder_sha256", str, doc="the sha256 of the builder's source file"),
+    F("variant", str, runs_table=True),
+    F("device", str, runs_table=True),
+    F("device_name", str, None, doc="GPU name or CPU model, from the fingerprint"),
+    F("compute_capability", float, None),
+    F("fast_float16", bool, None),
+    F("fast_bfloat16", bool, None),
+    F("cpu_flags", str, None),
+    F("policy", str, runs_table=True),
+    F("compute_dtype", str, doc="the policy's, from its yaml"),
+    F("baseline", bool, doc="the policy every other is compared with (its yaml: baseline: true)"),
+    F("tf32", bool, "fingerprint.tf32", doc="float32 ran as TF32 (GPUs from Ampere on)"),
+    F("batch_size", int, runs_table=True),
+    F("outcome", str, runs_table=True),
+    F("reason", str, runs_table=True),
+    F("ms_per_step", float, metric=True, runs_table=True, doc="median of the repeats' medians"),
+    F("ms_per_step_ci_low", float, metric=True, doc="95% interval (two-level bootstrap)"),
+    F("ms_per_step_ci_high", float, metric=True),
+    F("ms_per_step_p10", float, metric=True),
+    F("ms_per_step_p90", float, metric=True),
+    F("images_per_sec", float, metric=True),
+    F("timed_steps", int, metric=True, runs_table=True, doc="over all repeats"),
+    F("repeats", int, None, runs_table=True, doc="processes the cell was timed in"),
+    F("stopped_by", str, doc="precision, steps, budget, epochs or over_budget, per repeat"),
+    F("block_steps", int, "config.device.block_steps", doc="steps per timed sample"),
+    F("speedup_vs_baseline", float, None, doc="the baseline policy's ms/step over this one's"),
+    F("speedup_ci_low", float, None, doc="95% interval of the speedup (bootstrap)"),
+    F("speedup_ci_high", float, None),
+    F("speedup_verdict", str, None, doc="faster, slower or no measurable difference"),
+    F("synthetic_ms_per_step", float, metric=True, doc="the same steps on in-memory data"),
+    F("synthetic_ms_per_step_ci_low", float, metric=True),
+    F("synthetic_ms_per_step_ci_high", float, metric=True),
+    F("input_bound_ratio", float, metric=True, doc="ms_per_step / synthetic_ms_per_step"),
+    F("speedup_compute", float, None, doc="the twins' speedup: compute only, no input"),
+    F("speedup_compute_ci_low", float, None),
+    F("speedup_compute_ci_high", float, None),
+    F("flops_per_step", float, metric=True),
+    F("conv_flops_per_step", float, metric=True),
+    F("matmul_flops_per_step", float, metric=True),
+    F("other_flops_per_step", float, metric=True, doc="elementwise and the rest: not in MFU"),
+    F("achieved_tflops", float, metric=True, doc="end to end"),
+    F("achieved_tflops_compute", float, metric=True, doc="on the synthetic twin"),
+    F("peak_tflops", float, None, doc="calibrated, FLOP-weighted over conv and matmul"),
+    F("mfu", float, None, doc="achieved_tflops / peak_tflops; none above 1"),
+    F("mfu_compute", float, None, doc="achieved_tflops_compute / peak_tflops; none above 1"),
+    F("peak_note", str, None, doc="why there is no MFU: the calibration is too low"),
+    F("breakdown_total_ms", float, None, doc="the op classes' ms/step added up (breakdown.csv)"),
+    F("profiled_ms_per_step", float, "breakdown.profiled_ms_per_step", doc="under the profiler"),
+    F("profile_concurrency", float, "breakdown.concurrency", doc="ops' time over wall time"),
+    F("profile_note", str, doc="why a cell that ran has no breakdown"),
+    F("matmul_peak_vs_float32", float, None),
+    F("conv_peak_vs_float32", float, None),
+    F("onednn", str, "fingerprint.onednn"),
+    F("xla", bool, "fingerprint.xla"),
+    F("tf_unused_cpu_instructions", str, None),
+    F("wheel", str, "config.variant.installed.wheel"),
+    F("wheel_sha256", str, "config.variant.installed.wheel_sha256"),
+    F("build_warning", str, "config.variant.installed.warning"),
+    F("final_val_accuracy", float, metric=True),
+    F("predicted_step_s", float, metric=True, runs_table=True),
+    F("prediction_error", float, metric=True, doc="predicted / measured step - 1"),
+    F("duration_s", float, metric=True),
+    F("trainer_cpu_percent", float, metric=True, doc="cores the trainer kept busy, median"),
+    F("started_at", str),
+    F("tensorflow", str, "fingerprint.tensorflow"),
+    F("keras", str, "fingerprint.keras"),
+    F("jax", str, "fingerprint.jax"),
+    F("torch", str, "fingerprint.torch"),
+    F("host", str, "fingerprint.host", runs_table=True),
+    F("mlflow_run_id", str, runs_table=True),
+    F("mlflow_experiment_id", str),
+)
+BY_NAME = {f.name: f for f in FIELDS}
+COLUMNS = [f.name for f in FIELDS]
+METRICS = [f.name for f in FIELDS if f.metric]
+RUNS_TABLE = [f.name for f in FIELDS if f.runs_table]
+# What every run record must say, or the report cannot place it.
+REQUIRED = ("device", "policy", "batch_size", "outcome")

@@ -1,0 +1,70 @@
+"""The engine's one entry point: `python -m mptbench.engine JOB`, in the variant's Python.
+
+It reads an engine job (core/jobs.py) from the file JOB, starts the Keras backend the job needs
+(only that framework is imported: a JAX cell on synthetic data imports no TensorFlow), runs the
+job and writes its result where the job says. A failure a user must fix is one `error:` line
+(also written where the result would go, as {"error": ...}) and exit code 1; anything else is
+a traceback. The job that launched it (jobs/launcher.py)
+knows what to record if it dies.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from mptbench.core.files import read_json, write_json
+from mptbench.core.jobs import (
+    CalibrateJob,
+    DescribeJob,
+    EngineJob,
+    EnvironmentJob,
+    ProbeJob,
+    RepeatJob,
+    decode_job,
+    encode,
+)
+from mptbench.engine.backends import GpuMissing, start
+from mptbench.engine.calibrate import measure
+from mptbench.engine.model_info import describe
+from mptbench.engine.networks import ModelError
+from mptbench.engine.probe import probe_cell
+from mptbench.engine.repeat import run_repeat
+from mptbench.engine.startup import environment_facts
+
+
+def run(job: EngineJob):
+    """The job's result."""
+    if isinstance(job, RepeatJob):
+        session = start(job.run.backend.name)
+        result = run_repeat(session, job, read_json(job.prepared))
+        print(f"repeat {job.repeat + 1}: {result.outcome}", flush=True)
+        return result
+    if isinstance(job, ProbeJob):
+        return probe_cell(start(job.run.backend.name), job, read_json(job.prepared))
+    if isinstance(job, CalibrateJob):
+        return measure(start(job.backend), job)
+    if isinstance(job, DescribeJob):
+        return describe(job)
+    if isinstance(job, EnvironmentJob):
+        return environment_facts()
+    raise TypeError(f"not an engine job: {type(job).__name__}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m mptbench.engine JOB_FILE", file=sys.stderr)
+        return 2
+    job = decode_job(read_json(argv[0]))
+    try:
+        result = run(job)
+    except (ModelError, GpuMissing) as exc:  # one line for the user, read by the launcher too
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        write_json(job.out, {"error": str(exc)})
+        return 1
+    write_json(job.out, encode(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""The Keras backends a cell can run on: the one place that knows TensorFlow from JAX and PyTorch.
+
+A cell's process gets KERAS_BACKEND before Keras starts, and only its backend's framework is
+imported: a JAX cell on synthetic data imports no TensorFlow at all. What differs between the
+frameworks (seeing a GPU, TF32, naming an out-of-memory error, their versions) is asked of
+the `Backend` here, never of a framework directly.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from mptbench.core.cells import BACKENDS as NAMES
+from mptbench.core.devices import Device, visible_gpus
+from mptbench.core.outcomes import first_line
+from mptbench.engine.startup import import_tensorflow
+
+
+class GpuMissing(RuntimeError):
+    """A GPU cell whose framework sees no GPU (it would time the CPU); the message is one line."""
+
+
+class Backend:
+    name = ""
+    title = ""
+    module = ""
+    # What gives this framework GPUs: `pip install -e '.[<extra>]'` (pyproject.toml).
+    gpu_extra = ""
+
+    def installed(self) -> bool:
+        return importlib.util.find_spec(self.module) is not None
+
+    def start(self) -> tuple[Any, Any, dict[str, Any]]:
+        """Import the framework and Keras: (framework, keras, facts of the start)."""
+        if os.environ.get("KERAS_BACKEND", self.name) != self.name:
+            raise RuntimeError(
+                f"KERAS_BACKEND={os.environ['KERAS_BACKEND']} but this cell runs on {self.name}"
+            )
+        os.environ["KERAS_BACKEND"] = self.name
+        framework = importlib.import_module(self.module)
+        import keras
+
+        if keras.backend.backend() != self.name:
+            raise RuntimeError(f"Keras started on {keras.backend.backend()}, not on {self.name}")
+        return framework, keras, {}
+
+    def versions(self, framework) -> dict[str, Any]:
+        return {self.name: framework.__version__}
+
+    def gpu_count(self, framework) -> int:
+        raise NotImplementedError
+
+    def set_tf32(self, framework, allowed: bool) -> None:
+        """Let float32 matmuls and convolutions run as TF32 on GPUs that have it, or not."""
+        raise NotImplementedError
+
+    def classify(self, framework, exc: BaseException) -> tuple[str, str] | None:
+        """An error as a cell outcome (oom, unsupported) and its reason; None: a real failure."""
+        raise NotImplementedError
+
+    def require_gpu(self, framework, device: str) -> None:
+        """Fail with one line when a GPU cell's framework sees no GPU: it would time the CPU."""
+        if not Device(device).is_gpu or self.gpu_count(framework) > 0:
+            return
+        listed = visible_gpus()
+        if listed:
+            raise GpuMissing(
+                f"{device}: nvidia-smi lists {', '.join(listed)} but {self.title} sees no GPU; "
+                f"its CUDA libraries are likely missing: pip install -e '.[{self.gpu_extra}]'"
+            )
+        raise GpuMissing(f"{device} was asked for but this machine shows no GPU (nvidia-smi)")
+
+
+class TensorFlow(Backend):
+    name, title, module, gpu_extra = "tensorflow", "TensorFlow", "tensorflow", "gpu"
+    # TensorFlow's words when no kernel is registered for an op, dtype and device.
+    KERNEL_MISSING = re.compile(
+        r"No registered '[^']+' OpKernel|Could not find device for node|No OpKernel was registered"
+    )
+
+    def start(self):
+        os.environ.setdefault("KERAS_BACKEND", self.name)
+        tf, keras, facts = import_tensorflow()
+        return tf, keras, facts
+
+    def gpu_count(self, tf) -> int:
+        return len(tf.config.list_physical_devices("GPU"))
+
+    def set_tf32(self, tf, allowed: bool) -> None:
+        tf.config.experimental.enable_tensor_float_32_execution(allowed)
+
+    def classify(self, tf, exc):
+        if isinstance(exc, tf.errors.ResourceExhaustedError):
+            return "oom", first_line(exc)
+        if isinstance(exc, tf.errors.OpError) and self.KERNEL_MISSING.search(str(exc)):
+            return "unsupported", first_line(exc)
+        return None
+
+
+class Jax(Backend):
+    name, title, module, gpu_extra = "jax", "JAX", "jax", "jax-gpu"
+
+    def versions(self, jax) -> dict[str, Any]:
+        import jaxlib
+
+        return {"jax": jax.__version__, "jaxlib": jaxlib.__version__}
+
+    def gpu_count(self, jax) -> int:
+        try:
+            return len(jax.devices("gpu"))
+        except RuntimeError:  # no GPU platform: the CUDA plugin is not installed
+            return 0
+
+    def set_tf32(self, jax, allowed: bool) -> None:
+        # JAX's default precision lets a GPU use TF32 for float32; "highest" is full float32.
+        jax.config.update("jax_default_matmul_precision", None if allowed else "highest")
+
+    def classify(self, jax, exc):
+        text = str(exc)
+        if "RESOURCE_EXHAUSTED" in text or "Out of memory" in text:
+            return "oom", first_line(exc)
+        if "UNIMPLEMENTED" in text:
+            return "unsupported", first_line(exc)
+        return None
+
+
+class Torch(Backend):
+    name, title, module, gpu_extra = "torch", "PyTorch", "torch", "torch"
+
+    def gpu_count(self, torch) -> int:
+        return torch.cuda.device_count()
+
+    def set_tf32(self, torch, allowed: bool) -> None:
+        torch.backends.cuda.matmul.allow_tf32 = allowed
+        torch.backends.cudnn.allow_tf32 = allowed
+
+    def classify(self, torch, exc):
+        if isinstance(exc, torch.OutOfMemoryError):
+            return "oom", first_line(exc)
+        if isinstance(exc, (RuntimeError, NotImplementedError)) and "not implemented for" in str(
+            exc
+        ):
+            return "unsupported", first_line(exc)
+        return None
+
+
+BACKENDS: dict[str, Backend] = {b.name: b for b in (TensorFlow(), Jax(), Torch())}
+
+
+def backend(name: str) -> Backend:
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r} (allowed: {', '.join(NAMES)})")
+    return BACKENDS[name]
+
+
+@dataclass
+class Session:
+    """A started backend: its framework's module, Keras, and what the start showed."""
+
+    backend: Backend
+    framework: Any
+    keras: Any
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.backend.name
+
+    def classify(self, exc: BaseException) -> tuple[str, str] | None:
+        return self.backend.classify(self.framework, exc)
+
+    def require_gpu(self, device: str) -> None:
+        self.backend.require_gpu(self.framework, device)
+
+    def set_tf32(self, allowed: bool) -> None:
+        self.backend.set_tf32(self.framework, allowed)
+
+
+def start(name: str) -> Session:
+    """Start a backend in this process (before anything else imports Keras)."""
+    chosen = backend(name)
+    framework, keras, facts = chosen.start()
+    return Session(chosen, framework, keras, facts)
+
+
+def tf32_effective(allowed: bool, device: str, compute_capability: float | None) -> bool | None:
+    """Whether float32 ran as TF32: only GPUs from Ampere (compute capability 8.0) have it;
+    None on a CPU, where the question does not arise."""
+    if not Device(device).is_gpu:
+        return None
+    return bool(allowed and compute_capability is not None and compute_capability >= 8.0)

@@ -1,0 +1,54 @@
+"""The measured peak of a device: matmul and convolution TFLOP/s in float32, float16, bfloat16.
+
+A policy can only speed training up where the device runs its dtype faster; these peaks,
+measured with the same backend, build and settings as the train jobs, say whether it does.
+The calibrate rule runs this as an engine job in the variant's own Python, with the backend's
+own operations (engine/kernels.py: JAX's are jax.numpy and lax, jitted).
+"""
+
+from __future__ import annotations
+
+import time
+
+from mptbench.core.jobs import CalibrateJob, Calibration
+from mptbench.core.policies import DTYPES
+from mptbench.engine.backends import Session, tf32_effective
+from mptbench.engine.fingerprint import fingerprint
+from mptbench.engine.kernels import kernels as kernels_of
+from mptbench.engine.peaks import conv_peak, matmul_peak
+
+
+def calibrate(kernels, settings: dict, log=print) -> dict:
+    """Matmul and convolution peaks per dtype; each dtype within settings["cap_s"], half of
+    it for matmuls (the convolutions may use what the matmuls leave)."""
+    result: dict = {"settings": settings, "jit_compile": kernels.jit, "matmul": {}, "conv": {}}
+    for dtype in DTYPES:
+        started = time.monotonic()
+        mm = matmul_peak(kernels, dtype, settings, started + settings["cap_s"] / 2)
+        conv = conv_peak(kernels, dtype, settings, started + settings["cap_s"])
+        result["matmul"][dtype], result["conv"][dtype] = mm, conv
+        log(
+            f"{dtype}: matmul {mm['tflops']:.3f} TFLOP/s at {mm['size']} ({mm['stopped']}), "
+            f"conv {conv['tflops']:.3f} TFLOP/s at {conv['shape']} k{conv['kernel']} "
+            f"({conv['stopped']}); {time.monotonic() - started:.1f} s"
+        )
+    for kind in ("matmul", "conv"):
+        base = result[kind]["float32"]["tflops"]
+        result[f"{kind}_vs_float32"] = {d: result[kind][d]["tflops"] / base for d in DTYPES}
+    return result
+
+
+def measure(session: Session, job: CalibrateJob) -> Calibration:
+    """The calibration of one job in this process; a GPU job that sees no GPU raises."""
+    session.require_gpu(job.device)
+    facts = fingerprint(session.backend, session.framework, session.keras, job.device)
+    facts |= session.facts
+    if facts["gpu"]:
+        session.set_tf32(job.tf32)
+    gpu = facts["gpu"] or {}
+    facts["tf32"] = tf32_effective(job.tf32, job.device, gpu.get("compute_capability"))
+    # Measured as the variant's cells run: XLA-compiled where they are (jit_compile=True).
+    kernels = kernels_of(session.name, session.framework, job.jit_compile is True)
+    measured = calibrate(kernels, job.settings, log=lambda line: print(line, flush=True))
+    return Calibration(device=job.device, variant=job.variant, backend=session.name,
+                       fingerprint=facts, **measured)  # fmt: skip

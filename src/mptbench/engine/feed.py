@@ -1,0 +1,73 @@
+"""What a cell's `fit` reads, in a form its backend takes.
+
+Images come from the prepared tfds cache through tf.data (data/pipeline.py) for every backend
+(Keras hands a JAX or PyTorch model the same batches as numpy arrays). Random data (the
+synthetic twin, and dataset=synthetic) is one batch made once and kept on the device: a
+tf.data dataset for TensorFlow, a Python generator of the backend's own tensors for the others,
+so that path never imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mptbench.core.jobs import Run
+from mptbench.data.synthetic import is_synthetic
+from mptbench.engine.backends import Session
+from mptbench.engine.pipeline import input_pipeline
+
+
+def random_batch(seed: int, batch_size: int, input_shape, num_classes: int, one_hot: bool):
+    """Images uniform in [0, 1) and random labels (class indices, or one-hot rows)."""
+    rng = np.random.default_rng(seed)
+    x = rng.random((batch_size, *input_shape), dtype=np.float32)
+    y = rng.integers(0, num_classes, size=(batch_size,), dtype=np.int32)
+    if one_hot:
+        y = np.eye(num_classes, dtype=np.float32)[y]
+    return x, y
+
+
+def repeated(session: Session, x, y):
+    """The same batch for every step, kept where the backend computes."""
+    if session.name == "tensorflow":
+        tf = session.framework
+        return tf.data.Dataset.from_tensors((tf.constant(x), tf.constant(y))).repeat()
+    ops = session.keras.ops
+    xt, yt = ops.convert_to_tensor(x), ops.convert_to_tensor(y)
+
+    def forever():
+        while True:
+            yield xt, yt
+
+    return forever()
+
+
+def in_memory(session: Session, run: Run, prepared: dict, batch_size: int):
+    """The cell's model on random data of its shape, in memory."""
+    size, classes = prepared["image_size"], len(prepared["classes"])
+    x, y = random_batch(run.seed, batch_size, (size, size, 3), classes, run.model.one_hot_labels)
+    return repeated(session, x, y)
+
+
+def cell_data(session: Session, run: Run, prepared: dict) -> tuple[Any, Any]:
+    """(training data, validation data or None) for a cell's fit."""
+    batch_size = run.cell.batch_size
+    if is_synthetic(prepared):
+        return in_memory(session, run, prepared, batch_size), None
+    import tensorflow as tf  # tf.data reads the cache whatever the backend
+
+    num_classes = len(prepared["classes"])
+    pipeline = {
+        "input_cfg": run.dataset.input,
+        "seed": run.seed,
+        "one_hot_classes": num_classes if run.model.one_hot_labels else 0,
+    }
+    train = input_pipeline(tf, prepared, "train", batch_size, training=True, **pipeline)
+    validation = None
+    if run.train.validate and prepared["splits"].get("validation"):
+        validation = input_pipeline(
+            tf, prepared, "validation", batch_size, training=False, **pipeline
+        )
+    return train, validation

@@ -1,0 +1,77 @@
+"""What a model is before any cell trains it: that it builds, its size, where its code came
+from, and the FLOPs of one example's training step and forward pass, counted by the framework
+(measure/flops.py). The model_info rule writes this once per model and image size; every cell
+of the model reads its FLOPs from it.
+
+TensorFlow counts where it is installed (the usual case: mptbench depends on it); a machine
+with only JAX counts with JAX (KERAS_BACKEND=jax), from the traced program."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+from mptbench.core.jobs import DescribeJob, ModelConfig, ModelInfo
+from mptbench.engine import flops
+from mptbench.engine.networks import builder_source, make_network
+
+
+def counter() -> str:
+    """The framework that counts: tensorflow where installed and Keras runs on it, else jax."""
+    if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow" and importlib.util.find_spec(
+        "tensorflow"
+    ):
+        return "tensorflow"
+    return "jax"
+
+
+def _counts(keras, network, input_shape, model_cfg: ModelConfig, num_classes: int) -> dict:
+    loss, one_hot = model_cfg.loss, model_cfg.one_hot_labels
+    if counter() == "tensorflow":
+        import tensorflow as tf
+
+        labels = (
+            tf.TensorSpec((1, num_classes), tf.float32)
+            if one_hot
+            else tf.TensorSpec((1,), tf.int64)
+        )
+        return {
+            "training_flops_per_example": flops.training_flops_per_example(
+                tf, keras, network, input_shape, loss, labels
+            ),
+            "forward_flops_per_example": flops.forward_flops_per_example(tf, network, input_shape),
+            "flops_counted_by": f"TensorFlow {tf.__version__} profiler (float_operation)",
+        }
+    import jax
+    import numpy as np
+
+    labels = np.zeros((1, num_classes), np.float32) if one_hot else np.zeros((1,), np.int32)
+    return {
+        "training_flops_per_example": flops.jax_training_flops_per_example(
+            jax, network, input_shape, loss, labels
+        ),
+        "forward_flops_per_example": flops.jax_forward_flops_per_example(jax, network, input_shape),
+        "flops_counted_by": f"JAX {jax.__version__} traced program (convolutions, dots)",
+    }
+
+
+def describe(job: DescribeJob) -> ModelInfo:
+    """Build the network in float32 and count it. Raises ModelError for a model that does not
+    build (a builder that cannot be imported, raises, or returns something else)."""
+    if counter() == "jax":
+        os.environ.setdefault("KERAS_BACKEND", "jax")
+    import keras
+
+    keras.mixed_precision.set_global_policy("float32")
+    model_cfg, input_shape = job.model, (job.image_size, job.image_size, 3)
+    network = make_network(model_cfg, input_shape, job.num_classes, "float32")
+    counts = _counts(keras, network, input_shape, model_cfg, job.num_classes)
+    source = builder_source(model_cfg.builder) if model_cfg.kind == "python" else {}
+    info = ModelInfo(
+        model=model_cfg.name, kind=model_cfg.kind, input_shape=list(input_shape),
+        num_classes=job.num_classes, parameters=int(network.count_params()), **counts, **source,
+    )  # fmt: skip
+    flops_ = info.training_flops_per_example
+    print(f"{info.model}: {info.parameters} parameters, {sum(flops_.values()) / 1e9:.3f} "
+          f"GFLOP per example per training step ({flops_})", flush=True)  # fmt: skip
+    return info

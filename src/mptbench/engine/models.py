@@ -1,0 +1,50 @@
+"""A cell's model: its network (train/networks.py) under the dtype policy, compiled with the
+model's optimizer and loss."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mptbench.core.jobs import ModelConfig
+from mptbench.core.policies import Policy
+from mptbench.engine.networks import make_network
+
+
+def _optimizer(keras, model_cfg: ModelConfig, policy: Policy):
+    optimizer = keras.optimizers.get(
+        {"class_name": model_cfg.optimizer, "config": {"learning_rate": model_cfg.learning_rate}}
+    )
+    # Keras' compile wraps a mixed_float16 model's optimizer itself; any other policy that
+    # asks for loss scaling gets it here.
+    if policy.loss_scaling == "dynamic" and policy.keras_name != "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
+
+
+def build_model(
+    model_cfg: ModelConfig,
+    input_shape: tuple[int, ...],
+    num_classes: int,
+    policy: Policy,
+    jit_compile: Any = "auto",
+    steps_per_execution: int = 1,
+):
+    """Build and compile the configured model with `policy` as the global Keras policy;
+    `steps_per_execution` steps run per call of the compiled step (timing.py's blocks)."""
+    import keras
+
+    keras.mixed_precision.set_global_policy(policy.keras_name)
+    model = make_network(model_cfg, input_shape, num_classes, policy.keras_name)
+    model.compile(
+        optimizer=_optimizer(keras, model_cfg, policy),
+        loss=model_cfg.loss,
+        metrics=["accuracy"],
+        jit_compile=jit_compile,
+        steps_per_execution=steps_per_execution,
+    )
+    return model
+
+
+def jit_setting(value: Any) -> Any:
+    """A variant's jit_compile as Keras takes it: True, False or "auto"."""
+    return value if isinstance(value, bool) else "auto"

@@ -1,0 +1,56 @@
+"""The probe: a few steps of a cell's model at two small batch sizes, on random in-memory data,
+so each cell can predict its step time before it runs (jobs/budget.py)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from mptbench.core.jobs import ProbeJob, ProbePoint, ProbeResult
+from mptbench.engine.backends import Session
+from mptbench.engine.feed import random_batch
+from mptbench.engine.fingerprint import fingerprint
+from mptbench.engine.models import build_model, jit_setting
+
+PROBE_STEPS = 3  # timed steps per probe batch size (after one that compiles); their median
+
+
+def time_steps(model, x, y, batch_size: int, limit: float | None) -> ProbePoint:
+    started = time.perf_counter()
+    model.train_on_batch(x, y)  # traces and compiles
+    first = time.perf_counter() - started
+    steps = []
+    for _ in range(PROBE_STEPS):
+        started = time.perf_counter()
+        model.train_on_batch(x, y)
+        steps.append(time.perf_counter() - started)
+        if limit and steps[-1] > limit:
+            break  # one step over the limit is all the probe needs to know
+    return ProbePoint(batch_size, first, steps, statistics.median(steps))
+
+
+def probe_cell(session: Session, job: ProbeJob, prepared: dict) -> ProbeResult:
+    """Median step seconds at each of train.probe_batch_sizes, on random in-memory data."""
+    run = job.run
+    session.require_gpu(run.cell.device)
+    size, limit = prepared["image_size"], run.train.max_step_seconds
+    input_shape, num_classes = (size, size, 3), len(prepared["classes"])
+    model = build_model(
+        run.model, input_shape, num_classes, run.policy, jit_setting(run.variant.jit_compile)
+    )
+    to_tensor = session.keras.ops.convert_to_tensor
+    points = []
+    for batch_size in run.train.probe_batch_sizes:
+        x, y = random_batch(run.seed, batch_size, input_shape, num_classes,
+                            run.model.one_hot_labels)  # fmt: skip
+        points.append(time_steps(model, to_tensor(x), to_tensor(y), batch_size, limit))
+        if limit and points[-1].step_s > limit:
+            break  # a larger batch is only slower
+    facts = fingerprint(session.backend, session.framework, session.keras, run.cell.device)
+    steps = ", ".join(f"{p.step_s:.3f} s at batch {p.batch_size}" for p in points)
+    print(f"probe: {steps}", flush=True)
+    return ProbeResult(
+        backend=session.name, variant=run.cell.variant, device=run.cell.device,
+        policy=run.policy.name, image_size=size, points=points,
+        fingerprint=facts | session.facts,
+    )  # fmt: skip

@@ -1,0 +1,57 @@
+"""Start TensorFlow and read what its C++ start-up lines say about this build."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+from typing import Any
+
+from mptbench.core.jobs import EnvironmentFacts
+
+GUARD = re.compile(r"To enable the following instructions: ([A-Z0-9_ ,]+?), in other operations")
+
+
+def import_tensorflow() -> tuple[Any, Any, dict[str, Any]]:
+    """Import TensorFlow and Keras; return them and the facts of its start-up log.
+
+    Those lines go straight to file descriptor 2, so it is pointed at a file while TensorFlow
+    loads; the text is then passed on to the job's log unchanged.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            import keras
+            import tensorflow as tf
+
+            tf.config.list_physical_devices()  # device discovery logs here, not at import
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            text = captured.read().decode(errors="replace")
+    sys.stderr.write(text)
+    sys.stderr.flush()
+    return tf, keras, startup_facts(text)
+
+
+def startup_facts(text: str) -> dict[str, Any]:
+    """What TensorFlow's start-up log says: unused CPU instructions and oneDNN's state."""
+    guard = GUARD.search(text)
+    unused = sorted(guard.group(1).replace(",", " ").split()) if guard else []
+    if "oneDNN custom operations are on" in text:
+        onednn = "on"
+    elif "oneDNN" in text and "off" in text:
+        onednn = "off"
+    else:
+        onednn = "off (no oneDNN start-up message)"
+    return {"tf_unused_cpu_instructions": unused, "onednn": onednn}
+
+
+def environment_facts() -> EnvironmentFacts:
+    """What this interpreter's TensorFlow says of itself: the environment check's answer."""
+    tf, keras, facts = import_tensorflow()
+    return EnvironmentFacts(tensorflow=tf.__version__, keras=keras.__version__, **facts)

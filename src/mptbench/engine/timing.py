@@ -1,0 +1,150 @@
+"""Step timing inside Keras `fit`: warm-up excluded, then timed steps until the median is known
+to the precision asked for, or up to a count or a time budget."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from mptbench.core import stats
+
+
+class StepClock:
+    """Times every step, or every block of steps; says when the timed phase has what it needs.
+
+    A step's time runs from batch begin to batch end, after reading the loss back to the host,
+    so it covers finished device work and the wait for input data. With Keras'
+    steps_per_execution > 1 (device.<kind>.block_steps; on GPUs, where reading the loss back
+    after every step leaves the device idle between steps), Keras calls the callback once per
+    block: the block's time over its steps is one sample of the step time. Warm-up is counted
+    in steps; a block that starts inside it is warm-up. Framework-free: the Keras callback
+    (`make_step_timer`) feeds it.
+    """
+
+    def __init__(
+        self,
+        warmup_steps: int,
+        timed_steps: int | None,
+        min_timed_steps: int,
+        time_budget_s: float | None,
+        warmup_epochs: int = 0,
+        precision: float | None = None,
+        step_limit_s: float | None = None,
+        now=time.perf_counter,
+    ):
+        self._now = now
+        self.warmup_steps, self.warmup_epochs = warmup_steps, warmup_epochs
+        self.timed_steps, self.min_timed_steps = timed_steps, min_timed_steps
+        self.time_budget_s, self.precision, self.step_limit_s = (
+            time_budget_s,
+            precision,
+            step_limit_s,
+        )
+        self.step = 0
+        self.step_seconds: list[float] = []  # one per step, or per block (its mean step)
+        self.steps_per_sample = 1
+        self.warmup_seconds: list[float] = []
+        # Wall time of the timed steps, epoch by epoch: validation and the epoch's end are
+        # not steps, so the span between epochs is left out.
+        self.timed_wall_s = 0.0
+        self._segment_start = self._segment_end = None
+        self.epochs: list[dict[str, Any]] = []
+        self.nonfinite: tuple[int, float] | None = None
+        self.over_budget: float | None = None  # the first timed step, when it alone was too slow
+        self.stopped_by = "epochs"  # until a rule below stops fit earlier
+        self.half_width: float | None = None
+        self._t0 = self._epoch_t0 = 0.0
+        self._epoch = 0
+
+    def epoch_begin(self, epoch: int) -> None:
+        self._epoch = epoch
+        self._epoch_t0 = self._now()
+
+    def epoch_end(self, epoch: int, logs: dict | None) -> None:
+        self.close_segment()
+        entry = {"epoch": epoch + 1, "wall_s": self._now() - self._epoch_t0}
+        entry.update({k: float(v) for k, v in (logs or {}).items() if isinstance(v, int | float)})
+        self.epochs.append(entry)
+
+    def batch_begin(self) -> None:
+        self._t0 = self._now()
+
+    def batch_end(self, loss: float, steps: int = 1) -> bool:
+        """Record the step (or block of `steps` steps) that just ended; True when `fit` should
+        stop."""
+        now = self._now()
+        warmup = self.step < self.warmup_steps or self._epoch < self.warmup_epochs
+        self.step += steps
+        per_step = (now - self._t0) / steps
+        if warmup:
+            self.warmup_seconds.append(per_step)
+        else:
+            if self._segment_start is None:
+                self._segment_start = self._t0
+            self.step_seconds.append(per_step)
+            self.steps_per_sample = max(self.steps_per_sample, steps)
+            self._segment_end = now
+        if not math.isfinite(loss):
+            self.nonfinite = (self.step, loss)
+            return True
+        return self.enough(now)
+
+    def enough(self, now: float) -> bool:
+        """Whether the timed phase is done; `stopped_by` says which rule ended it."""
+        n = len(self.step_seconds)
+        if n == 1 and self.step_limit_s and self.step_seconds[0] > self.step_limit_s:
+            self.over_budget, self.stopped_by = self.step_seconds[0], "over_budget"
+            return True
+        if n < self.min_timed_steps:
+            return False
+        if self.precision:
+            self.half_width = stats.half_width(self.step_seconds)
+            if self.half_width <= self.precision:
+                self.stopped_by = "precision"
+                return True
+        if self.timed_steps is not None and n >= self.timed_steps:
+            self.stopped_by = "steps"
+            return True
+        running = now - self._segment_start if self._segment_start is not None else 0.0
+        if self.time_budget_s is not None and self.timed_wall_s + running >= self.time_budget_s:
+            self.stopped_by = "budget"
+            return True
+        return False
+
+    def close_segment(self) -> None:
+        if self._segment_start is not None:
+            self.timed_wall_s += self._segment_end - self._segment_start
+            self._segment_start = None
+
+
+def make_step_timer(*clock_args, **clock_kwargs):
+    """A Keras callback around a StepClock (built lazily: importing Keras costs seconds)."""
+    import keras
+
+    class StepTimer(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.clock = StepClock(*clock_args, **clock_kwargs)
+            self.first_batch = 0
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.clock.epoch_begin(epoch)
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.clock.epoch_end(epoch, logs)
+
+        def on_train_batch_begin(self, batch, logs=None):
+            self.first_batch = batch
+            self.clock.batch_begin()
+
+        def on_train_batch_end(self, batch, logs=None):
+            loss = float((logs or {}).get("loss", 0.0))  # reading it back waits for the device
+            # Keras passes a block's first step to begin and its last to end.
+            if self.clock.batch_end(loss, steps=batch - self.first_batch + 1):
+                self.model.stop_training = True
+
+        def on_train_end(self, logs=None):
+            self.clock.close_segment()
+
+    return StepTimer()

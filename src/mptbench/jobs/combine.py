@@ -1,0 +1,138 @@
+"""A cell's figures from its repeats: the median step with its 95% interval, the twin's, FLOP
+rates, and each repeat's raw steps (in ms: the report's speedup intervals are drawn from them).
+
+The cell's step is the median of its repeats' median steps (for three repeats: the middle one,
+i.e. MLPerf's rule of dropping the fastest and the slowest); its interval is a two-level
+bootstrap (stats.py), so it covers the variation between processes as well as within one.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from mptbench.core import stats
+from mptbench.core.jobs import ModelInfo, RepeatResult
+from mptbench.core.stats import percentile
+from mptbench.jobs.profiles import breakdown, xplane_of
+
+
+def _ms(seconds: list[float]) -> list[float]:
+    return [round(1000 * s, 4) for s in seconds]
+
+
+def step_figures(repeats: list[list[float]], batch_size: int, prefix: str = "ms_per_step"):
+    """The median step over repeats of step seconds, its interval and spread, in ms."""
+    estimate = stats.estimate(repeats)
+    low, high = stats.interval(repeats)
+    pooled = [s for steps in repeats for s in steps]
+    figures = {
+        prefix: 1000 * estimate,
+        f"{prefix}_ci_low": 1000 * low,
+        f"{prefix}_ci_high": 1000 * high,
+    }
+    if prefix == "ms_per_step":
+        figures.update(
+            ms_per_step_p10=1000 * percentile(pooled, 10),
+            ms_per_step_p90=1000 * percentile(pooled, 90),
+            images_per_sec=batch_size / estimate,
+            timed_steps=len(pooled),
+        )
+    return figures
+
+
+def _outcome(repeats: list[RepeatResult]) -> tuple[str, str | None]:
+    for r in repeats:
+        if r.outcome != "ok":
+            where = f"repeat {r.repeat + 1}: " if len(repeats) > 1 else ""
+            return r.outcome, f"{where}{r.reason}"
+    return "ok", None
+
+
+def _per_repeat(r: RepeatResult) -> dict[str, Any]:
+    return {
+        "repeat": r.repeat + 1,
+        "outcome": r.outcome,
+        "ms_per_step": 1000 * statistics.median(r.step_s) if r.step_s else None,
+        "cpu_percent": r.cpu_percent,
+        "stopped_by": r.stopped_by,
+        "half_width": r.half_width,
+        "timed_wall_s": r.timed_wall_s,
+        "step_ms": _ms(r.step_s),
+        "synthetic_step_ms": _ms(r.synthetic_step_s or []),
+        "warmup_ms": _ms(r.warmup_s),
+    }
+
+
+def _rates(record: dict) -> None:
+    """The FLOP rates end to end and on the twin, from the step's FLOPs (model_info's)."""
+    flops = record.get("flops_per_step")
+    if not flops:
+        return
+    record["achieved_tflops"] = flops / (record["ms_per_step"] / 1000) / 1e12
+    if record.get("synthetic_ms_per_step"):
+        record["achieved_tflops_compute"] = flops / (record["synthetic_ms_per_step"] / 1000) / 1e12
+
+
+def model_figures(info: ModelInfo | None, batch_size: int) -> dict[str, Any]:
+    """What the record keeps of its model (model_info): size, builder, FLOPs per step."""
+    if not info:
+        return {}
+    flops = {k: v * batch_size for k, v in info.training_flops_per_example.items()}
+    figures = {
+        "parameters": info.parameters,
+        "conv_flops_per_step": flops.get("conv", 0),
+        "matmul_flops_per_step": flops.get("matmul", 0),
+        # What MFU counts: the convolutions and matmuls (the rest is counted apart).
+        "flops_per_step": flops.get("conv", 0) + flops.get("matmul", 0),
+        "other_flops_per_step": flops.get("other", 0),
+    }
+    keep = ("builder", "builder_file", "builder_sha256", "flops_counted_by")
+    return figures | {k: getattr(info, k) for k in keep if getattr(info, k)}
+
+
+def combine(record: dict[str, Any], repeats: list[RepeatResult], batch_size: int) -> None:
+    """Fill the cell's record from its repeats' results."""
+    record["outcome"], record["reason"] = _outcome(repeats)
+    record["repeats"] = [_per_repeat(r) for r in repeats]
+    if repeats and repeats[0].fingerprint:
+        record["fingerprint"] = repeats[0].fingerprint
+    notes = [r.profile_note for r in repeats if r.profile_note]
+    if notes:
+        record["profile_note"] = notes[0]
+    timed = [r for r in repeats if r.step_s]
+    if not timed:
+        return
+    record.update(step_figures([r.step_s for r in timed], batch_size))
+    record["stopped_by"] = ", ".join(dict.fromkeys(r.stopped_by for r in timed))
+    usage = [r.cpu_percent for r in repeats if r.cpu_percent is not None]
+    record["trainer_cpu_percent"] = statistics.median(usage) if usage else None
+    record["epochs"] = timed[0].epochs
+    vals = [e["val_accuracy"] for e in record["epochs"] if "val_accuracy" in e]
+    record["final_val_accuracy"] = vals[-1] if vals else None
+    ok = [r for r in timed if r.outcome == "ok"]
+    twins = [r.synthetic_step_s for r in ok if r.synthetic_step_s]
+    if twins:
+        record.update(step_figures(twins, batch_size, prefix="synthetic_ms_per_step"))
+        record["input_bound_ratio"] = record["ms_per_step"] / record["synthetic_ms_per_step"]
+    if ok:
+        _rates(record)
+    if record.get("predicted_step_s"):
+        record["prediction_error"] = record["predicted_step_s"] / (record["ms_per_step"] / 1000) - 1
+
+
+def attach_breakdown(record: dict[str, Any], repeats: list[RepeatResult]) -> None:
+    """The op-class breakdown of the repeat that was profiled, against the cell's median step."""
+    profiled = next((r.profile for r in repeats if r.profile), None)
+    if not profiled or record.get("outcome") != "ok" or not profiled.step_s:
+        return
+    xplane = xplane_of(profiled.dir)
+    if xplane is None:
+        raise RuntimeError(f"the profiler wrote no *.xplane.pb under {profiled.dir}")
+    record["breakdown"] = breakdown(
+        xplane,
+        profiled.steps,
+        1000 * statistics.median(profiled.step_s),
+        record["ms_per_step"],
+        profiled.scopes,
+    ) | {"xplane": str(xplane), "dir": profiled.dir}

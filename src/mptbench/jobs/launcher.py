@@ -1,0 +1,127 @@
+"""The one way a job runs the engine: write the engine job to a file, start
+`python -m mptbench.engine JOB` in the variant's Python with what it must see, watch it, and
+read back its result.
+
+The engine sees only its device (CUDA_VISIBLE_DEVICES), its Keras backend (KERAS_BACKEND), the
+variant's environment variables (set before its framework starts) and this checkout's mptbench,
+whatever environment it runs in. Its output goes where the job's goes (the rule's log). Train,
+probe, calibrate, model_info and variant_env jobs all launch it here.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mptbench.core.devices import Device
+from mptbench.core.files import read_json, write_json
+from mptbench.core.jobs import ENGINE, EngineJob, decode, encode
+from mptbench.core.outcomes import classify_death
+from mptbench.jobs import memory
+
+SRC = str(Path(__file__).resolve().parents[2])  # the folder that holds mptbench/
+
+
+class EngineFailed(RuntimeError):
+    """The engine exited with an error, or died where no outcome can be recorded: the job fails
+    (its log holds the engine's `error:` line or traceback)."""
+
+
+def environment(
+    variant_env: dict[str, Any] | None = None,
+    device: str | None = None,
+    backend: str | None = None,
+) -> dict[str, str]:
+    """The engine's environment: ours, with only `device` visible, Keras on `backend`, the
+    variant's variables, and this checkout's mptbench first on its path."""
+    env = dict(os.environ)
+    if device:
+        env.update(Device(device).environment())
+    if backend:
+        env["KERAS_BACKEND"] = backend
+    env.update({str(k): str(v) for k, v in (variant_env or {}).items()})
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def cpu_usage() -> tuple[float, float]:
+    """(CPU seconds of this process's finished children, wall clock): the engine's own use of
+    the machine, known even for a cell shorter than MLflow's system-metrics interval."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return children.ru_utime + children.ru_stime, time.monotonic()
+
+
+def cpu_percent(before: tuple[float, float]) -> float:
+    """Percent of this process's cores the engine kept busy since `before` (100: all)."""
+    cpu, wall = cpu_usage()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return 100 * (cpu - before[0]) / max(wall - before[1], 1e-9) / (cores or 1)
+
+
+def _why(code: int, out: Path) -> str:
+    """The engine's own one-line error where it wrote one, else where to look."""
+    try:
+        error = read_json(out).get("error") if out.exists() else None
+    except (ValueError, AttributeError):
+        error = None
+    return error or f"the engine exited with code {code}; see the log above"
+
+
+@dataclass
+class Finished:
+    """How an engine job ended: its result, or the death that left it without one."""
+
+    result: Any = None
+    death: tuple[str, str] | None = None  # (outcome, reason): killed by a signal, or over memory
+    cpu_percent: float | None = None
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The engine in one Python, with one environment."""
+
+    python: str
+    env: dict[str, str]
+
+    def command(self, job_file: Path) -> list[str]:
+        return [self.python, "-m", ENGINE, str(job_file)]
+
+    def launch(
+        self, job: EngineJob, result_type: type, memory_limit_mb: int | None = None
+    ) -> Finished:
+        """Run `job` to its end; a death by a signal (or over the memory limit) is returned as
+        evidence for an outcome, any other failure raised as EngineFailed."""
+        out = Path(job.out)
+        job_file = out.with_name(f".{out.name}.job")
+        write_json(job_file, encode(job))
+        out.unlink(missing_ok=True)
+        before, usage = memory.oom_kills(), cpu_usage()
+        sys.stdout.flush()
+        child = None
+        try:
+            child = subprocess.Popen(self.command(job_file), env=self.env)
+            code, over_limit = memory.watch(child, memory_limit_mb)
+            if code < 0 or over_limit:
+                return Finished(death=classify_death(code, over_limit, memory.oom_record(before)))
+            if code != 0 or not out.exists():
+                raise EngineFailed(_why(code, out))
+            return Finished(decode(result_type, read_json(out)), cpu_percent=cpu_percent(usage))
+        finally:
+            if child is not None and child.poll() is None:  # this job itself was stopped
+                child.kill()
+                child.wait()
+            job_file.unlink(missing_ok=True)
+            out.unlink(missing_ok=True)
+
+    def result(self, job: EngineJob, result_type: type) -> Any:
+        """The job's result; a death is a failure here (no outcome to record it as)."""
+        finished = self.launch(job, result_type)
+        if finished.death:
+            raise EngineFailed(f"the engine died: {finished.death[1]}")
+        return finished.result

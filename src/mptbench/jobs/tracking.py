@@ -1,0 +1,253 @@
+"""MLflow: the store and the experiment, one parent run per experiment (the sweep), and one run
+per grid cell nested under it."""
+
+from __future__ import annotations
+
+import os
+import unittest.mock
+from pathlib import Path
+from typing import Any
+
+from mptbench.core.outcomes import first_line
+
+
+def _mlflow(uri: str):
+    os.environ.setdefault("MLFLOW_ENABLE_PROXY_MULTIPART_UPLOAD", "false")
+    import mlflow
+
+    mlflow.set_tracking_uri(uri)
+    return mlflow
+
+
+# The MLflow UI opens an experiment tagged so in its model-training view, on its runs (untagged,
+# MLflow 3 opens it in its GenAI view, on traces).
+EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
+SWEEP_TAG = "mptbench.sweep"
+CELL_TAG = "mptbench.cell"
+
+
+def init_experiment(
+    uri: str, name: str, artifact_root: str | None, system_metrics: bool = True
+) -> dict[str, Any]:
+    """Create (or find) the experiment and its sweep run. Run once, before any train job: a
+    fresh sqlite store created by several processes at once races on its schema."""
+    mlflow = _mlflow(uri)
+    client = mlflow.MlflowClient()
+    experiment = client.get_experiment_by_name(name)
+    if experiment is None:
+        location = None
+        if artifact_root:
+            location = (Path(artifact_root).resolve() / name).as_uri()
+        experiment_id = client.create_experiment(name, artifact_location=location)
+    else:
+        if experiment.lifecycle_stage == "deleted":
+            client.restore_experiment(experiment.experiment_id)
+        experiment_id = experiment.experiment_id
+    for key, value in EXPERIMENT_TAGS.items():
+        client.set_experiment_tag(experiment_id, key, value)
+    return {
+        "tracking_uri": uri,
+        "experiment_name": name,
+        "experiment_id": experiment_id,
+        "parent_run_id": _sweep_run(client, experiment_id, name),
+        "system_metrics": system_metrics,
+    }
+
+
+def _sweep_run(client, experiment_id: str, name: str) -> str:
+    """The experiment's parent run, made once: every cell's run is nested under it, so
+    rerunning a cell keeps the tree whole."""
+    found = client.search_runs(
+        [experiment_id], filter_string=f"tags.`{SWEEP_TAG}` = '{name}'", max_results=1
+    )
+    if found:
+        return found[0].info.run_id
+    run = client.create_run(experiment_id, run_name=f"{name} (sweep)", tags={SWEEP_TAG: name})
+    return run.info.run_id
+
+
+def log_to_cells(tracking: dict, results: dict[str, tuple[dict, dict]]) -> None:
+    """What the report worked out per cell (speedups, MFU), as metrics and tags of its run."""
+    client = _mlflow(tracking["tracking_uri"]).MlflowClient()
+    for run_id, (metrics, tags) in results.items():
+        for key, value in metrics.items():
+            client.log_metric(run_id, key, value)
+        for key, value in tags.items():
+            client.set_tag(run_id, key, value)
+
+
+def finish_sweep(tracking: dict, report_dir: str, metrics: dict, tags: dict) -> None:
+    """The sweep run holds the aggregate: the report's files, the headline figures."""
+    client = _mlflow(tracking["tracking_uri"]).MlflowClient()
+    parent = tracking["parent_run_id"]
+    client.log_artifacts(parent, report_dir, "report")
+    for key, value in metrics.items():
+        client.log_metric(parent, key, float(value))
+    for key, value in tags.items():
+        client.set_tag(parent, key, str(value))
+    client.set_terminated(parent, status="FINISHED")
+
+
+def publish_report(
+    tracking: dict, report_dir: str, cells: dict[str, tuple[dict, dict]], metrics: dict, tags: dict
+) -> None:
+    """What the report worked out, given back to MLflow: each cell's run its speedups and MFU
+    (`cells`: by run id, metrics and tags), the sweep's run the report and its headline."""
+    log_to_cells(tracking, cells)
+    if tracking.get("parent_run_id"):
+        finish_sweep(tracking, report_dir, metrics, tags)
+
+
+def fail_sweep(tracking: dict) -> str | None:
+    """A Snakemake run that ended with errors: its sweep run says FAILED (until a later run's
+    report finishes it), not RUNNING with nothing running. Asks the store once, without the
+    client's retries (minutes when a server is gone); returns why it could not, if so."""
+    parent = tracking.get("parent_run_id")
+    if not parent:
+        return None
+    quick = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+    try:
+        with unittest.mock.patch.dict(os.environ, quick):  # restored as it was afterwards
+            client = _mlflow(tracking["tracking_uri"]).MlflowClient()
+            if client.get_run(parent).info.status == "RUNNING":
+                client.set_terminated(parent, status="FAILED")
+        return None
+    except Exception as exc:  # the store is what failed: say so, the run's errors come first
+        return first_line(exc)
+
+
+def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    """{"a": {"b": 1}} -> {"a.b": 1}; lists stay whole (as their text)."""
+    if not isinstance(data, dict):
+        return {prefix: data}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        out.update(flatten(value, name) if isinstance(value, dict) and value else {name: value})
+    return out
+
+
+class CellRun:
+    """The MLflow run of one grid cell; earlier runs of the same cell are moved to the trash,
+    so the store holds one run per cell however often a cell is rerun."""
+
+    def __init__(
+        self,
+        tracking: dict[str, Any],
+        cell_label: str,
+        run_name: str,
+        tags: dict[str, Any] | None = None,
+    ):
+        self.mlflow = _mlflow(tracking["tracking_uri"])
+        self.system_metrics = bool(tracking.get("system_metrics"))
+        self.client = self.mlflow.MlflowClient()
+        self.experiment_id = tracking["experiment_id"]
+        self.cell_label = cell_label
+        self.run_name = run_name
+        # Every grid axis as a tag, for the UI's search (tags.policy = 'mixed_float16').
+        self.tags = {CELL_TAG: cell_label, **{k: str(v) for k, v in (tags or {}).items()}}
+        if tracking.get("parent_run_id"):
+            self.tags["mlflow.parentRunId"] = tracking["parent_run_id"]
+        self.run = None
+        self.status = "FINISHED"  # how the run ends unless an exception ends it FAILED
+
+    def __enter__(self):
+        earlier = self.client.search_runs(
+            [self.experiment_id], filter_string=f"tags.`mptbench.cell` = '{self.cell_label}'"
+        )
+        if self.system_metrics:
+            # CPU/GPU utilisation and memory beside the run (system/* metrics; GPUs via pynvml).
+            # Each sample also rereads the run from the store: sampled every 2 s it slowed the
+            # steps it overlapped by about 11% on 2 cores, so it samples every 10 s.
+            self.mlflow.set_system_metrics_sampling_interval(10)
+            self.mlflow.set_system_metrics_samples_before_logging(1)
+        self.run = self.mlflow.start_run(
+            experiment_id=self.experiment_id,
+            run_name=self.run_name,
+            tags=self.tags,
+            log_system_metrics=self.system_metrics,
+        )
+        for old in earlier:
+            if old.info.status == "RUNNING":  # its job was killed (kill -9) before it could say so
+                self.client.set_terminated(old.info.run_id, status="KILLED")
+            self.client.delete_run(old.info.run_id)
+        return self
+
+    @property
+    def run_id(self) -> str:
+        return self.run.info.run_id
+
+    def log_params(self, params: dict[str, Any]) -> None:
+        flat = {k: ("" if v is None else str(v))[:6000] for k, v in flatten(params).items()}
+        items = list(flat.items())
+        for i in range(0, len(items), 90):
+            self.mlflow.log_params(dict(items[i : i + 90]))
+
+    def log_fingerprint(self, fingerprint: dict[str, Any]) -> None:
+        """The hardware and build facts as tags (searchable: tags.`fp.cpu.model` = '...')."""
+        tags = {k: str(v)[:5000] for k, v in flatten(fingerprint, "fp").items() if v is not None}
+        self.mlflow.set_tags(tags)
+
+    def log_artifacts(self, folder: str, name: str) -> None:
+        self.mlflow.log_artifacts(folder, name)
+
+    def log_artifact(self, path: str, folder: str) -> None:
+        self.mlflow.log_artifact(path, folder)
+
+    def log_dataset(self, prepared: dict[str, Any]) -> None:
+        """The cache the cell read, as the run's input dataset (with its digest)."""
+        from mlflow.data.dataset_source_registry import resolve_dataset_source
+        from mlflow.data.meta_dataset import MetaDataset
+
+        if not prepared.get("data_dir"):  # dataset=synthetic: random tensors, nothing read
+            self.mlflow.set_tag("dataset", f"{prepared['dataset']} (random tensors, no files)")
+            return
+        source = resolve_dataset_source(str(prepared.get("source") or prepared["data_dir"]))
+        name = f"{prepared['dataset']}-{prepared['image_size']}px"
+        digest = prepared.get("digest")
+        # MLflow keeps at most 36 characters of a digest: its first 16 there, all of it a tag.
+        dataset = MetaDataset(source, name=name, digest=digest[:16] if digest else None)
+        self.mlflow.log_input(dataset, context="training")
+        if digest:
+            self.mlflow.set_tag("dataset_sha256", digest)
+
+    def log_epochs(self, epochs: list[dict[str, Any]]) -> None:
+        for entry in epochs:
+            metrics = {k: v for k, v in entry.items() if k != "epoch"}
+            self.mlflow.log_metrics(metrics, step=int(entry["epoch"]))
+
+    def finish(
+        self, metrics: dict[str, float], tags: dict[str, Any], record: dict[str, Any]
+    ) -> None:
+        self.mlflow.log_metrics({k: float(v) for k, v in metrics.items() if v is not None})
+        self.mlflow.set_tags({k: str(v) for k, v in tags.items()})
+        self.mlflow.log_dict(record, "run_record.json")
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            status = self.status
+        elif issubclass(exc_type, Exception):
+            status = "FAILED"
+        else:  # stopped from outside: Ctrl-C, SIGTERM (scancel, a time limit)
+            status = "KILLED"
+        self.mlflow.end_run(status=status)
+        return False
+
+
+class NoRun:
+    """A cell run kept out of MLflow (no tracking store given: bench/bench_gpu.py, on a machine
+    with only the backend installed); the run record is written all the same."""
+
+    run_id = None
+    status = "FINISHED"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        return False
+
+    def __getattr__(self, name: str):
+        if name.startswith("log_") or name == "finish":
+            return lambda *args, **kwargs: None
+        raise AttributeError(name)

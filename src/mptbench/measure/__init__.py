@@ -1,1 +1,0 @@
-"""What the hardware and build can do: start-up facts, fingerprint, FLOPs and measured peaks."""

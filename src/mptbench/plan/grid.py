@@ -1,0 +1,102 @@
+"""The grid of runs: its cells, and what one cell's run is given (a typed `Run`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mptbench.core.cells import AXES, Cell
+from mptbench.core.devices import Device, every_device, visible_gpus
+from mptbench.core.jobs import (
+    BackendConfig,
+    DatasetConfig,
+    DeviceConfig,
+    ModelConfig,
+    Run,
+    TrainConfig,
+    VariantConfig,
+    decode,
+)
+from mptbench.core.policies import Policy
+from mptbench.plan.errors import ConfigError
+
+__all__ = ["AXES", "Cell", "expand_devices", "grid", "left_out", "pairs", "run_config"]
+
+
+def expand_devices(cfg: dict[str, Any], gpus: list[str] | None = None) -> list[str]:
+    """sweep.devices with auto replaced by cpu plus every visible GPU; absent GPUs rejected."""
+    gpus = visible_gpus() if gpus is None else gpus
+    devices: list[str] = []
+    for device in cfg["sweep"]["devices"]:
+        names = every_device(len(gpus)) if device == "auto" else [device]
+        devices += [name for name in names if name not in devices]
+    if cfg["device"]["check_present"]:
+        for name in devices:
+            index = Device(name).index
+            if index is not None and index >= len(gpus):
+                seen = ", ".join(f"gpu{i} ({n})" for i, n in enumerate(gpus)) or "none"
+                raise ConfigError(
+                    f"sweep.devices: {name} was asked for but is not visible here "
+                    f"(GPUs seen: {seen}); "
+                    "set device.check_present=false if jobs run on other nodes"
+                )
+    return devices
+
+
+def pairs(cfg: dict[str, Any]) -> list[tuple[str, str]]:
+    """(backend, variant) pairs of the grid: a variant runs on the backends it lists."""
+    return [
+        (backend, variant)
+        for backend in cfg["backend"]
+        for variant in cfg["variant"]
+        if backend in cfg["variant"][variant]["backends"]
+    ]
+
+
+def left_out(cfg: dict[str, Any]) -> list[str]:
+    """Why a backend and variant asked for together have no cells (a note, not an error)."""
+    notes = []
+    for variant, facts in cfg["variant"].items():
+        missing = [b for b in cfg["backend"] if b not in facts["backends"]]
+        if missing:
+            notes.append(
+                f"variant {variant} runs on {', '.join(facts['backends'])} only: "
+                f"no {', '.join(missing)} cells with it"
+            )
+    return notes
+
+
+def grid(cfg: dict[str, Any], devices: list[str]) -> list[Cell]:
+    """Every cell, in axis order (AXES): model, backend and variant, device, policy, batch."""
+    return [
+        Cell(model, backend, variant, device, policy, batch_size)
+        for model in cfg["model"]
+        for backend, variant in pairs(cfg)
+        for device in devices
+        for policy in cfg["policy"]
+        for batch_size in cfg["sweep"]["batch_sizes"]
+    ]
+
+
+def device_config(cfg: dict[str, Any], name: str) -> DeviceConfig:
+    device = Device(name)
+    settings = device.settings(cfg["device"])
+    return decode(DeviceConfig, {"name": name, "kind": device.kind, **settings})
+
+
+def run_config(cfg: dict[str, Any], cell: Cell) -> Run:
+    """What one cell's run is given: the config with the grid axes resolved to its values.
+
+    Other cells' values stay out, so adding a batch size does not invalidate finished runs.
+    """
+    return Run(
+        experiment=cfg["name"],
+        seed=cfg["seed"],
+        cell=cell,
+        model=decode(ModelConfig, {"name": cell.model, **cfg["model"][cell.model]}),
+        backend=decode(BackendConfig, {"name": cell.backend, **cfg["backend"][cell.backend]}),
+        policy=Policy.of(cell.policy, cfg["policy"][cell.policy]),
+        variant=decode(VariantConfig, {"name": cell.variant, **cfg["variant"][cell.variant]}),
+        device=device_config(cfg, cell.device),
+        dataset=decode(DatasetConfig, cfg["dataset"]),
+        train=decode(TrainConfig, cfg["train"]),
+    )

@@ -1,0 +1,100 @@
+"""Where everything lives: one path pattern per kind of file (results/ and resources/).
+
+The Snakemake rules and the library both take their paths from here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from mptbench.core.cells import AXES, GROUP_AXES, PROBE_AXES
+
+RESULTS = "results/{experiment}"
+# One path per run; its wildcards spell the grid cell, in axis order. The aggregate step reads
+# these.
+CELL = "/".join(f"{{{axis}}}" for axis in AXES[:-1]) + "/bs{batch_size}"
+PROBE_CELL = "/".join(f"{{{axis}}}" for axis in PROBE_AXES)
+GROUP = "/".join(f"{{{axis}}}" for axis in GROUP_AXES)
+RUN_RECORD = RESULTS + "/runs/" + CELL + ".json"
+RUN_LOG = RESULTS + "/logs/train/" + CELL + ".log"
+# The raw op-level profile of a cell (TensorBoard/XProf: logdir/plugins/profile/...).
+PROFILE = RESULTS + "/profiles/" + CELL
+PROBE = RESULTS + "/probes/" + PROBE_CELL + ".json"
+PROBE_LOG = RESULTS + "/logs/probe/" + PROBE_CELL + ".log"
+# What a model is (it builds; its parameters and FLOPs), once per model and image size.
+MODEL_INFO = RESULTS + "/models/{model}.json"
+MODEL_INFO_LOG = RESULTS + "/logs/model_info/{model}.log"
+TRACKING = RESULTS + "/mlflow_experiment.json"
+REPORT_DIR = RESULTS + "/report"
+# The report: summary.csv, breakdown.csv (one row per profiled cell and op class), index.html
+# and the published plot at its top; the rest per model, backend, variant and device, in
+# <model>/<backend>/<variant>/<device>/.
+SUMMARY_CSV = "summary.csv"
+BREAKDOWN_CSV = "breakdown.csv"
+INDEX_HTML = "index.html"
+HEADLINE = "headline.txt"  # what a finished run prints: per group, the best speedup
+PUBLISHED_PLOT = "published_ms_per_step.png"
+GROUP_PLOTS = ("ms_per_step.png", "speedup.png", "tflops.png", "breakdown.png")
+GROUP_TABLE = "table.csv"
+GROUP_DIAGNOSIS = "diagnosis.html"
+GROUP_FILES = (*GROUP_PLOTS, GROUP_TABLE, GROUP_DIAGNOSIS)
+
+
+def group_file(group: tuple[str, ...], name: str) -> str:
+    """A per-group report file (group: its GROUP_AXES values), relative to the report folder."""
+    return GROUP.format(**dict(zip(GROUP_AXES, group, strict=True))) + f"/{name}"
+
+
+# A calibration is kept per backend, variant, device and the settings it was measured with,
+# so experiments that share them (smoke and benchmark do not) share one calibration.
+CALIBRATION = "results/calibration/{backend}/{variant}/{device}/{settings}.json"
+CALIBRATION_LOG = "results/calibration/{backend}/{variant}/{device}/{settings}.log"
+VARIANT_ENV = "resources/envs/{variant}.json"
+WHEELS = "resources/wheels/{variant}"
+BAZELISK = "resources/build/{variant}/bazelisk.path"
+SOURCE_TREE = "resources/build/{variant}/tensorflow"
+FIXTURE = "resources/fixtures/{archive}"
+DOWNLOAD = "resources/downloads/{archive}"
+TFDS = "resources/tfds"
+
+
+def dataset_key(dataset: dict[str, Any]) -> str:
+    """Names the prepared cache: dataset and image size (the builder version is inside)."""
+    return f"{dataset['name']}-{dataset['image_size']}px"
+
+
+def prepared(dataset: dict[str, Any]) -> str:
+    """The prepare rule's output: what the train jobs need to read the cache."""
+    return f"{TFDS}/{dataset_key(dataset)}.json"
+
+
+def archive_path(dataset: dict[str, Any]) -> str:
+    """What the prepare rule reads: the verified download, the user's folder of images, or
+    nothing (synthetic data)."""
+    if dataset["builder"] == "image_folder":
+        return str(dataset["path"])
+    if dataset["builder"] == "synthetic":
+        return ""
+    return DOWNLOAD.format(archive=archive_name(dataset))
+
+
+def archive_name(dataset: dict[str, Any]) -> str:
+    url = str(dataset["url"])
+    name = url.rstrip("/").rsplit("/", 1)[-1]
+    return name if name.endswith((".tgz", ".tar.gz", ".tar")) else f"{dataset['name']}.tgz"
+
+
+def calibration_key(
+    variant: dict[str, Any], settings: dict[str, Any], tf32: bool | None = None
+) -> str:
+    """What a calibration depends on, as 12 hex digits: its sizes, the variant's build and
+    settings (environment, XLA, wheel), and on GPUs the TF32 setting."""
+    facts = {
+        "settings": settings,
+        "variant": {k: variant.get(k) for k in ("env", "jit_compile", "wheel", "build")},
+    }
+    if tf32 is not None:
+        facts["tf32"] = tf32
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:12]

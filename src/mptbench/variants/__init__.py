@@ -1,1 +1,0 @@
-"""TensorFlow variants: each in its own verified environment, and the source build."""

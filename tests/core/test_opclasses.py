@@ -1,0 +1,56 @@
+"""Which op class an op belongs to: the names below are from real TensorFlow 2.21 traces."""
+
+import pytest
+
+from mptbench.core.opclasses import CLASSES, OP_CLASSES, op_class
+
+SCOPES = {"model_scope": "seed_convnet", "optimizer_scope": "adam"}
+TAPE = "StatefulPartitionedCall/gradient_tape/seed_convnet_1"
+
+
+@pytest.mark.parametrize(
+    ("op_type", "op_name", "expected"),
+    [
+        ("Conv2D", "StatefulPartitionedCall/seed_convnet_1/conv2d_1/convolution", "conv_forward"),
+        ("_FusedConv2D", "StatefulPartitionedCall/seed_convnet_1/conv2d/Relu", "conv_forward"),
+        ("Conv2DBackpropInput", f"{TAPE}/conv2d_2_1/convolution/Conv2DBackpropInput",
+         "conv_backward_input"),
+        ("Conv2DBackpropFilter", f"{TAPE}/conv2d_2_1/convolution/Conv2DBackpropFilter",
+         "conv_backward_filter"),
+        ("MatMul", "StatefulPartitionedCall/seed_convnet_1/dense_1/MatMul", "matmul"),
+        # oneDNN's names for the same ops (TF_ENABLE_ONEDNN_OPTS, on by default on AVX-512 CPUs).
+        ("_MklNativeFusedConv2D", "StatefulPartitionedCall/seed_convnet_1/conv2d_2_1/Relu",
+         "conv_forward"),
+        ("_MklNativeConv2DBackpropInput", f"{TAPE}/conv2d_2_1/convolution/Conv2DBackpropInput",
+         "conv_backward_input"),
+        ("_MklNativeConv2DBackpropFilterWithBias", f"{TAPE}/conv2d_1/convolution/Conv2D",
+         "conv_backward_filter"),
+        ("_MklNativeFusedMatMul", "StatefulPartitionedCall/seed_convnet_1/dense_1/BiasAdd",
+         "matmul"),
+        ("_MklSoftmax", "StatefulPartitionedCall/seed_convnet_1/activation_1/Softmax",
+         "elementwise"),
+        ("FusedBatchNormV3", "StatefulPartitionedCall/seed_convnet_1/batch_normalization/x",
+         "batch_norm"),
+        ("Mul", f"{TAPE}/batch_normalization_1/batchnorm/mul_1/Mul", "batch_norm"),
+        ("ReluGrad", f"{TAPE}/conv2d_1_2/ReluGrad", "elementwise"),
+        ("BiasAddGrad", f"{TAPE}/conv2d_1_2/BiasAdd/BiasAddGrad", "elementwise"),
+        ("Cast", "StatefulPartitionedCall/seed_convnet_1/conv2d_2_1/convolution/Cast", "cast"),
+        ("Cast", f"{TAPE}/conv2d_2_1/convolution/Cast", "cast"),
+        ("Cast", "StatefulPartitionedCall/adam/Cast_44", "optimizer"),
+        ("Cast", "StatefulPartitionedCall/compile_loss/sparse_categorical_crossentropy/Cast",
+         "other"),
+        ("IsFinite", "StatefulPartitionedCall/IsFinite_8", "loss_scaling"),
+        ("All", "StatefulPartitionedCall/All_8", "loss_scaling"),
+        ("Sub", "StatefulPartitionedCall/cond/then/_61/cond/adam/Sub_35", "optimizer"),
+        ("AssignVariableOp", "StatefulPartitionedCall/AssignVariableOp_3", "optimizer"),
+        ("Dataset", "Iterator::Root::Prefetch::ParallelMapV2", "input"),
+        ("ArgMax", "StatefulPartitionedCall/compile_metrics/accuracy/ArgMax", "other"),
+    ],
+)  # fmt: skip
+def test_op_classes(op_type, op_name, expected):
+    assert op_class(op_type, op_name, **SCOPES) == expected
+
+
+def test_every_class_has_a_name_and_host_overhead_is_derived():
+    assert len(CLASSES) == 12 and "host_overhead" not in OP_CLASSES
+    assert {c for c, _ in CLASSES} == {*OP_CLASSES, "host_overhead"}

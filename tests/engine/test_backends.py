@@ -1,0 +1,120 @@
+"""Backends: each names its own errors, GPUs it cannot see fail with one line, TF32 is honest."""
+
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from mptbench.core.cells import BACKENDS
+from mptbench.engine import backends
+
+FAKE_SMI = """#!/bin/sh
+case "$1" in
+  -L) echo "GPU 0: NVIDIA H200 (UUID: GPU-00000000-0000-0000-0000-000000000000)";;
+  *) echo "0, NVIDIA H200, 9.0, 143771";;
+esac
+"""
+
+
+@pytest.fixture
+def fake_gpu(tmp_path, monkeypatch):
+    """A machine whose nvidia-smi lists an H200 that no framework here can reach."""
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(FAKE_SMI)
+    smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return smi
+
+
+def test_every_backend_is_known_by_its_name_and_unknown_names_are_refused():
+    assert tuple(backends.BACKENDS) == BACKENDS
+    for name in BACKENDS:
+        assert backends.backend(name).name == name
+    with pytest.raises(ValueError, match="unknown backend 'jaxx'.*tensorflow, jax, torch"):
+        backends.backend("jaxx")
+
+
+def test_tf32_is_effective_only_on_ampere_and_newer_gpus_when_allowed():
+    assert backends.tf32_effective(True, "cpu", None) is None
+    assert backends.tf32_effective(True, "gpu0", 9.0) is True  # H200
+    assert backends.tf32_effective(True, "gpu0", 7.0) is False  # V100: no TF32
+    assert backends.tf32_effective(False, "gpu0", 9.0) is False
+    assert backends.tf32_effective(True, "gpu0", None) is False
+
+
+def test_a_gpu_the_backend_cannot_see_fails_with_one_line_naming_the_extra(fake_gpu):
+    import jax
+
+    jax_backend = backends.backend("jax")
+    jax_backend.require_gpu(jax, "cpu")  # a CPU cell needs no GPU
+    with pytest.raises(RuntimeError) as raised:
+        jax_backend.require_gpu(jax, "gpu0")
+    message = str(raised.value)
+    assert "\n" not in message
+    assert "nvidia-smi lists NVIDIA H200 but JAX sees no GPU" in message
+    assert "pip install -e '.[jax-gpu]'" in message
+
+
+def test_a_gpu_asked_for_on_a_machine_without_one_fails_with_one_line(monkeypatch, tmp_path):
+    import jax
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi anywhere
+    with pytest.raises(RuntimeError, match=r"^gpu0 was asked for but this machine shows no GPU"):
+        backends.backend("jax").require_gpu(jax, "gpu0")
+
+
+def test_jax_names_its_memory_and_unimplemented_errors():
+    jax_backend = backends.backend("jax")
+    oom = RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.2GiB.\nmore")
+    assert jax_backend.classify(None, oom) == (
+        "oom",
+        "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.2GiB.",
+    )
+    assert jax_backend.classify(None, RuntimeError("UNIMPLEMENTED: f16 conv"))[0] == "unsupported"
+    assert jax_backend.classify(None, ValueError("shape mismatch")) is None
+
+
+def test_jax_tf32_switch_sets_the_default_matmul_precision():
+    import jax
+
+    jax_backend = backends.backend("jax")
+    try:
+        jax_backend.set_tf32(jax, False)
+        assert jax.config.jax_default_matmul_precision == "highest"
+        jax_backend.set_tf32(jax, True)
+        assert jax.config.jax_default_matmul_precision is None
+    finally:
+        jax.config.update("jax_default_matmul_precision", None)
+
+
+def test_a_started_backend_refuses_a_conflicting_keras_backend():
+    code = (
+        "import os; os.environ['KERAS_BACKEND'] = 'torch'\n"
+        "from mptbench.engine import backends\n"
+        "try:\n    backends.start('jax')\n"
+        "except RuntimeError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "KERAS_BACKEND=torch but this cell runs on jax"
+
+
+@pytest.mark.slow
+def test_tensorflow_names_only_a_missing_kernel_unsupported():
+    import tensorflow as tf
+
+    classify = backends.backend("tensorflow").classify
+    missing = tf.errors.NotFoundError(
+        None, None, "No registered 'Conv2DBackpropFilter' OpKernel for 'CPU' devices compatible"
+    )
+    assert classify(tf, missing)[0] == "unsupported"
+    placement = tf.errors.InvalidArgumentError(
+        None, None, "Could not find device for node: {{node Foo}} = Foo[T=DT_HALF]"
+    )
+    assert classify(tf, placement)[0] == "unsupported"
+    other = tf.errors.InvalidArgumentError(None, None, "this shape is not supported by the model")
+    assert classify(tf, other) is None
+    assert classify(tf, tf.errors.ResourceExhaustedError(None, None, "OOM"))[0] == "oom"
+    assert classify(tf, ValueError("anything")) is None

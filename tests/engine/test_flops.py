@@ -1,0 +1,76 @@
+"""FLOPs counted by the framework (TensorFlow's profiler on the traced step), against counts
+people know: the seed convnet by hand, ResNet-50 as commonly quoted."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from mptbench.core.jobs import DescribeJob, ModelConfig, ModelInfo, decode
+from mptbench.engine.flops import kind_of
+from mptbench.engine.model_info import describe
+from mptbench.jobs.launcher import Engine, environment
+from mptbench.plan import compose_config
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+pytestmark = pytest.mark.slow
+
+
+def _model(name: str) -> ModelConfig:
+    cfg = compose_config(CONF, None, [f"model=[{name}]"])["model"][name]
+    return decode(ModelConfig, {"name": name, **cfg})
+
+
+def _describe(name: str, size: int) -> ModelInfo:
+    """The count made in this process (TensorFlow's)."""
+    return describe(DescribeJob("unused.json", _model(name), size, 10))
+
+
+def test_the_seed_convnets_training_step_matches_the_hand_count():
+    info = _describe("seed_convnet", 256)
+    conv1 = 2 * 128 * 128 * 5 * 5 * 3 * 32
+    conv2 = 2 * 64 * 64 * 7 * 7 * 32 * 64
+    conv3 = 2 * 32 * 32 * 11 * 11 * 64 * 128
+    dense = 2 * 128 * 10
+    hand = 3 * (conv1 + conv2 + conv3 + dense)  # a training step as three forward passes
+    assert hand == pytest.approx(8.79e9, rel=1e-3)
+    counted = info.training_flops_per_example
+    assert counted["conv"] + counted["matmul"] == pytest.approx(hand, rel=0.02)
+    forward = info.forward_flops_per_example
+    assert forward["conv"] + forward["matmul"] == pytest.approx(conv1 + conv2 + conv3 + dense)
+    assert info.parameters > 0 and "TensorFlow" in info.flops_counted_by
+
+
+def test_resnet50s_forward_pass_is_in_the_quoted_range():
+    info = _describe("resnet50", 224)
+    forward = sum(info.forward_flops_per_example.values())
+    assert 7.6e9 <= forward <= 8.4e9  # 3.8-4.2 GMAC per 224 px image
+    assert info.parameters == pytest.approx(23.6e6, rel=0.02)  # ResNet-50's, 10 classes
+
+
+def test_op_kinds():
+    assert kind_of("conv_backward_filter") == "conv" and kind_of("matmul") == "matmul"
+    assert kind_of("batch_norm") == "other"
+
+
+def _jax_describe(name: str, size: int, tmp_path: Path) -> ModelInfo:
+    """The count a machine with JAX and no TensorFlow makes: an engine job on KERAS_BACKEND=jax."""
+    engine = Engine(sys.executable, environment(device="cpu", backend="jax"))
+    job = DescribeJob(str(tmp_path / f"{name}.json"), _model(name), size, 10)
+    return engine.result(job, ModelInfo)
+
+
+def test_jax_counts_the_same_training_step_from_its_traced_program(tmp_path):
+    info = _jax_describe("seed_convnet", 256, tmp_path)
+    assert info.flops_counted_by.startswith("JAX")
+    conv1 = 2 * 128 * 128 * 5 * 5 * 3 * 32
+    forward = info.forward_flops_per_example
+    assert forward["conv"] == 2 * (64 * 64 * 7 * 7 * 32 * 64 + 32 * 32 * 11 * 11 * 64 * 128) + conv1
+    # Three forward passes, less the first layer's input gradient, which nothing needs: a
+    # strided convolution's input gradient counted at its real cost, not over dilated zeros.
+    counted = info.training_flops_per_example
+    assert counted["conv"] == 3 * forward["conv"] - conv1
+    resnet = _jax_describe("resnet50", 224, tmp_path)
+    assert 7.6e9 <= sum(resnet.forward_flops_per_example.values()) <= 8.4e9
+    training = sum(resnet.training_flops_per_example.values())
+    assert 2.8 <= training / sum(resnet.forward_flops_per_example.values()) <= 3.0

@@ -1,0 +1,29 @@
+"""The probe: a few steps at two small batch sizes, trained for real in this process."""
+
+import pytest
+from workflow_helpers import smoke_cell_run
+
+from mptbench.core.jobs import ProbeJob
+from mptbench.engine.probe import probe_cell
+
+pytestmark = pytest.mark.slow
+
+
+def _probe(session, prepared, **train):
+    job = ProbeJob("unused.json", smoke_cell_run(probe_batch_sizes=(2, 4), **train), "p.json")
+    return probe_cell(session, job, prepared)
+
+
+def test_the_probe_times_two_batch_sizes(tf, prepared32):
+    probe = _probe(tf, prepared32, max_step_seconds=None)
+    assert [p.batch_size for p in probe.points] == [2, 4]
+    assert all(len(p.steps_s) == 3 and p.step_s > 0 for p in probe.points)
+    assert (probe.backend, probe.variant, probe.device, probe.policy) == (
+        "tensorflow",
+        "pypi",
+        "cpu",
+        "float32",
+    )
+    # A limit no step can meet: the probe stops after its first step at the smaller size.
+    stopped = _probe(tf, prepared32, max_step_seconds=1e-6)
+    assert [len(p.steps_s) for p in stopped.points] == [1]

@@ -1,0 +1,81 @@
+"""One repeat of a grid cell, trained for real in this process: its steps and outcomes."""
+
+from dataclasses import replace
+
+import pytest
+from workflow_helpers import smoke_cell_run as smoke_run
+
+from mptbench.core.jobs import RepeatJob
+from mptbench.engine.repeat import run_repeat
+
+pytestmark = pytest.mark.slow
+
+
+def _repeat(session, run, prepared, profile_dir=None):
+    job = RepeatJob("unused.json", run, "prepared.json", 0, profile_dir)
+    return run_repeat(session, job, prepared)
+
+
+def test_a_repeat_times_its_steps_and_its_twin(tf, prepared32):
+    run = smoke_run(epochs=2, steps_per_epoch=4, warmup_steps=2, timed_steps=6, min_timed_steps=3,
+               precision=None)  # fmt: skip
+    result = _repeat(tf, run, prepared32)
+    assert result.outcome == "ok" and result.reason is None
+    assert len(result.step_s) == 6  # 8 steps in all, the first 2 warm-up
+    assert result.stopped_by == "steps"
+    assert len(result.warmup_s) == 2
+    assert [e["epoch"] for e in result.epochs] == [1, 2]
+    assert "val_accuracy" in result.epochs[-1]
+    assert 1 <= len(result.synthetic_step_s) <= run.train.synthetic_max_steps
+    assert result.fingerprint["tensorflow"] == "2.21.0"
+    assert result.fingerprint["gpu"] is None and result.fingerprint["xla"] is False
+
+
+def test_timed_steps_account_for_the_timed_wall_time(tf, prepared32):
+    run = smoke_run(batch_size=16, epochs=2, steps_per_epoch=6, warmup_steps=2, timed_steps=10,
+               min_timed_steps=10, precision=None, synthetic_twin=False)  # fmt: skip
+    result = _repeat(tf, run, prepared32)
+    assert len(result.step_s) == 10
+    # The timed steps span two epochs; validation between them is not counted as step time.
+    assert sum(result.step_s) == pytest.approx(result.timed_wall_s, rel=0.05)
+
+
+def test_the_time_budget_stops_after_the_minimum_steps(tf, prepared32):
+    run = smoke_run(epochs=1, steps_per_epoch=50, warmup_steps=1, timed_steps=None,
+               min_timed_steps=3, time_budget_s=1e-6, precision=None, validate=False,
+               synthetic_twin=False)  # fmt: skip
+    result = _repeat(tf, run, prepared32)
+    assert result.outcome == "ok" and len(result.step_s) == 3
+    assert result.stopped_by == "budget"
+
+
+def test_a_first_timed_step_over_the_limit_ends_the_repeat_over_budget(tf, prepared32):
+    run = smoke_run(epochs=1, steps_per_epoch=20, warmup_steps=1, min_timed_steps=3,
+               max_step_seconds=1e-6, synthetic_twin=False, validate=False)  # fmt: skip
+    result = _repeat(tf, run, prepared32)
+    assert result.outcome == "over_budget" and len(result.step_s) == 1
+    assert result.reason.startswith("the first timed step took")
+
+
+def test_an_exploding_loss_is_recorded_as_nonfinite(tf, prepared32):
+    run = smoke_run(epochs=1, steps_per_epoch=6, warmup_steps=1, timed_steps=4, min_timed_steps=1)
+    run = replace(run, model=replace(run.model, learning_rate=1e38))
+    result = _repeat(tf, run, prepared32)
+    assert result.outcome == "nonfinite"
+    assert "loss became" in result.reason
+
+
+def test_a_block_of_steps_gives_one_sample_of_the_per_step_time(tf, prepared32):
+    """With steps_per_execution (on GPUs, so the loss is read back once per block) Keras calls
+    back once per block of 4 steps; each sample is the block's time over its steps, so the
+    samples times 4 account for the timed wall time. Whether block and single-step timing
+    agree within a few percent is a measurement, in bench/bench_precision.py."""
+    run = smoke_run(batch_size=32, epochs=1, steps_per_epoch=28, warmup_steps=4, timed_steps=None,
+               min_timed_steps=1, precision=None, time_budget_s=None, validate=False,
+               synthetic_twin=False)  # fmt: skip
+    run = replace(run, device=replace(run.device, block_steps=4))
+    result = _repeat(tf, run, prepared32)
+    assert result.outcome == "ok"
+    assert len(result.warmup_s) == 1 and len(result.step_s) == 24 // 4
+    assert result.steps_per_sample == 4
+    assert 4 * sum(result.step_s) == pytest.approx(result.timed_wall_s, rel=0.05)

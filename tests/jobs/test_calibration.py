@@ -1,0 +1,57 @@
+"""The calibrate rule's measurement: an engine job in the variant's own Python."""
+
+import json
+
+import pytest
+
+from mptbench.core.jobs import VariantConfig
+from mptbench.jobs.calibration import calibrate_variant
+from mptbench.jobs.launcher import EngineFailed
+
+PYPI = VariantConfig("pypi", ("tensorflow", "jax"))
+
+SETTINGS = {
+    "matmul": {"start": 64, "max": 256},
+    "conv": {"batch": 2, "spatial": 8, "start_channels": 8, "max_channels": 32, "kernels": [3, 5]},
+    "min_seconds": 0.05,
+    "cap_s": 3,
+}
+
+
+@pytest.mark.slow
+def test_calibrate_measures_every_dtype(tmp_path):
+    out = tmp_path / "cpu.json"
+    calibrate_variant("cpu", PYPI, SETTINGS, None, str(out))
+    data = json.loads(out.read_text())
+    assert set(data["matmul"]) == set(data["conv"]) == {"float32", "float16", "bfloat16"}
+    assert all(v["tflops"] > 0 and v["iterations"] >= 1 for v in data["matmul"].values())
+    # Each dtype's sizes grew from the smallest, and the best one is the peak.
+    for kind in ("matmul", "conv"):
+        for result in data[kind].values():
+            tried = result["tried"]
+            assert tried and result["tflops"] == max(t["tflops"] for t in tried)
+            assert result["stopped"]
+    assert data["matmul"]["float32"]["tried"][0]["size"] == 64
+    assert {t["kernel"] for t in data["conv"]["float32"]["tried"]} <= {3, 5}
+    assert data["settings"] == SETTINGS and data["jit_compile"] is False
+    assert data["matmul_vs_float32"]["float32"] == 1.0
+    assert data["fingerprint"]["onednn"] in ("on", "off", "off (no oneDNN start-up message)")
+    assert data["variant"] == "pypi" and data["device"] == "cpu"
+
+
+@pytest.mark.slow
+def test_an_xla_variant_is_calibrated_compiled(tmp_path):
+    out = tmp_path / "xla.json"
+    variant = VariantConfig("pypi_xla", ("tensorflow",), jit_compile=True)
+    small = dict(SETTINGS, cap_s=1, conv=dict(SETTINGS["conv"], kernels=[3]))
+    assert calibrate_variant("cpu", variant, small, None, str(out)).jit_compile is True
+    assert json.loads(out.read_text())["jit_compile"] is True
+
+
+@pytest.mark.slow
+def test_calibrate_fails_clearly_for_an_absent_gpu(tmp_path, capfd):
+    out = tmp_path / "gpu0.json"
+    with pytest.raises(EngineFailed, match="^gpu0 was asked for but this machine shows no GPU"):
+        calibrate_variant("gpu0", PYPI, SETTINGS, None, str(out))
+    assert "error: gpu0 was asked for but this machine shows no GPU" in capfd.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # no result, no job file left behind

@@ -1,0 +1,56 @@
+"""A cell's record from its repeats."""
+
+import pytest
+
+from mptbench.core import stats
+from mptbench.core.jobs import ModelInfo, RepeatResult
+from mptbench.jobs.combine import combine, model_figures
+
+
+def _repeat(i, steps, outcome="ok", twin=None, reason=None):
+    return RepeatResult(
+        repeat=i, outcome=outcome, reason=reason, step_s=steps,
+        synthetic_step_s=twin or [], stopped_by="precision", half_width=0.01,
+        timed_wall_s=sum(steps), warmup_s=[1.0], epochs=[{"epoch": 1, "loss": 2.0}],
+        fingerprint={"host": f"h{i}"},
+    )  # fmt: skip
+
+
+def test_three_repeats_give_the_middle_median_and_an_interval_over_processes():
+    repeats = [
+        _repeat(0, [0.10, 0.11, 0.10], twin=[0.09, 0.09]),
+        _repeat(1, [0.20, 0.21, 0.20], twin=[0.18, 0.18]),
+        _repeat(2, [0.15, 0.15, 0.16], twin=[0.14, 0.14]),
+    ]
+    flops = {"conv": 3e9 / 8, "matmul": 1e9 / 8, "other": 1e7}
+    info = ModelInfo("m", "layers", [32, 32, 3], 10, 1234, flops, flops, "TensorFlow")
+    record = {"predicted_step_s": 0.3} | model_figures(info, batch_size=8)
+    combine(record, repeats, batch_size=8)
+    assert record["outcome"] == "ok" and record["reason"] is None
+    assert record["ms_per_step"] == pytest.approx(150)
+    assert record["ms_per_step_ci_low"] < 120 and record["ms_per_step_ci_high"] > 190
+    assert record["timed_steps"] == 9 and len(record["repeats"]) == 3
+    assert record["repeats"][1]["step_ms"] == [200.0, 210.0, 200.0]
+    assert record["synthetic_ms_per_step"] == pytest.approx(140)
+    assert record["input_bound_ratio"] == pytest.approx(150 / 140)
+    assert record["flops_per_step"] == 4e9 and record["conv_flops_per_step"] == 3e9
+    assert record["other_flops_per_step"] == 8e7 and record["parameters"] == 1234
+    assert record["achieved_tflops"] == pytest.approx(4e9 / 0.150 / 1e12)
+    assert record["achieved_tflops_compute"] == pytest.approx(4e9 / 0.140 / 1e12)
+    assert record["prediction_error"] == pytest.approx(0.3 / 0.150 - 1)
+    assert record["fingerprint"] == {"host": "h0"}
+    assert record["images_per_sec"] == pytest.approx(8 / 0.150)
+    low, high = stats.interval([r.step_s for r in repeats])
+    assert record["ms_per_step_ci_low"] == pytest.approx(1000 * low)
+
+
+def test_a_repeat_that_did_not_end_ok_decides_the_outcome_and_keeps_its_step():
+    repeats = [
+        _repeat(0, [0.10, 0.10]),
+        _repeat(1, [25.0], outcome="over_budget", reason="the first timed step took 25.0 s"),
+    ]
+    record = {}
+    combine(record, repeats, batch_size=8)
+    assert record["outcome"] == "over_budget"
+    assert record["reason"] == "repeat 2: the first timed step took 25.0 s"
+    assert record["repeats"][1]["ms_per_step"] == 25000.0

@@ -1,0 +1,206 @@
+"""The train job's supervisor: repeats in fresh processes, one MLflow run, and a trainer that
+dies recorded as what the evidence says (oom only with a memory record)."""
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import mlflow
+import psutil
+import pytest
+from workflow_helpers import smoke_cell_run
+
+from mptbench.core.jobs import ProbePoint, ProbeResult, encode
+from mptbench.core.record import METRICS
+from mptbench.jobs.supervisor import train_cell
+from mptbench.jobs.trainer import Trainer
+
+pytestmark = pytest.mark.slow
+
+
+def _run(batch_size=8, **train):
+    return smoke_cell_run(batch_size=batch_size, **train)
+
+
+def _job(tmp_path, prepared, tracking, **train):
+    paths = {name: tmp_path / f"{name}.json" for name in ("prepared", "tracking", "run")}
+    paths["prepared"].write_text(json.dumps(prepared))
+    paths["tracking"].write_text(json.dumps(tracking))
+    paths["run"].write_text(json.dumps(encode(_run(**train))))
+    record = tmp_path / "record.json"
+    command = [
+        sys.executable, "-m", "mptbench.jobs.supervisor", "--run", str(paths["run"]),
+        "--prepared", str(paths["prepared"]), "--tracking", str(paths["tracking"]),
+        "--record", str(record),
+    ]  # fmt: skip
+    return command, record
+
+
+def test_a_cell_is_timed_in_repeats_and_logged_as_one_mlflow_run(tmp_path, prepared32, tracking):
+    command, record = _job(tmp_path, prepared32, tracking, repeats=2, epochs=2, steps_per_epoch=4,
+                           warmup_steps=2, timed_steps=6, min_timed_steps=3)  # fmt: skip
+    command += ["--profile-dir", str(tmp_path / "profile")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    data = json.loads(record.read_text())
+    assert data["outcome"] == "ok" and len(data["repeats"]) == 2
+    assert data["timed_steps"] == sum(len(r["step_ms"]) for r in data["repeats"])
+    assert data["ms_per_step_ci_low"] <= data["ms_per_step"] <= data["ms_per_step_ci_high"]
+    assert data["images_per_sec"] == pytest.approx(8 / (data["ms_per_step"] / 1000))
+    assert [e["epoch"] for e in data["epochs"]] == [1, 2]
+    assert data["fingerprint"]["tensorflow"] == "2.21.0"
+    assert data["config"]["variant"]["installed"] == {}
+    client = mlflow.MlflowClient(tracking["tracking_uri"])
+    run = client.get_run(data["mlflow_run_id"])
+    assert run.info.status == "FINISHED" and run.data.tags["outcome"] == "ok"
+    assert run.data.params["train.repeats"] == "2" and run.data.params["cell.batch_size"] == "8"
+    logged = {m for m in METRICS if data.get(m) is not None}
+    assert logged <= set(run.data.metrics) and "ms_per_step_ci_high" in logged
+    assert [m.step for m in client.get_metric_history(data["mlflow_run_id"], "loss")] == [1, 2]
+    # The first repeat was profiled: the breakdown, its raw profile and MLflow's copy of it.
+    classes = data["breakdown"]["classes_ms"]
+    assert sum(classes.values()) == pytest.approx(data["ms_per_step"], rel=0.1)
+    assert Path(data["breakdown"]["xplane"]).is_file()
+    assert "breakdown_host_overhead_ms" in run.data.metrics
+    assert [a.path for a in client.list_artifacts(data["mlflow_run_id"], "profile")]
+    # A rerun of the same cell replaces its run: the store keeps one run per cell.
+    assert subprocess.run(command, capture_output=True, timeout=300).returncode == 0
+    again = json.loads(record.read_text())
+    active = client.search_runs([tracking["experiment_id"]], "tags.`mptbench.cell` != ''")
+    assert [r.info.run_id for r in active] == [again["mlflow_run_id"]]
+    assert run.data.tags["mlflow.parentRunId"] == tracking["parent_run_id"]
+
+
+def _training_trainer(job: subprocess.Popen) -> psutil.Process:
+    """The supervisor's child, once TensorFlow is in it (its memory says so) and training."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and job.poll() is None:
+        children = psutil.Process(job.pid).children()
+        if children and children[0].memory_info().rss > 400 * 2**20:
+            time.sleep(2)
+            return children[0]
+        time.sleep(0.2)
+    pytest.fail("the trainer never started training")
+
+
+def test_an_outside_sigkill_is_recorded_as_killed_not_oom(tmp_path, prepared32, tracking):
+    command, record = _job(
+        tmp_path, prepared32, tracking, epochs=1, steps_per_epoch=5000, timed_steps=4000,
+        time_budget_s=None, max_step_seconds=None, validate=False, precision=None,
+    )  # fmt: skip
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    os.kill(_training_trainer(job).pid, signal.SIGKILL)
+    out, _ = job.communicate(timeout=120)
+    assert job.returncode == 0, out[-2000:]
+    data = json.loads(record.read_text())
+    assert data["outcome"] == "killed", data["reason"]
+    assert "SIGKILL" in data["reason"] and "no out-of-memory record" in data["reason"]
+    run = mlflow.MlflowClient(tracking["tracking_uri"]).get_run(data["mlflow_run_id"])
+    assert run.info.status == "KILLED" and run.data.tags["outcome"] == "killed"
+    assert not list(tmp_path.glob(".record.json.*"))  # the job's own files are gone
+
+
+def test_sigterm_to_the_job_ends_its_trainer_and_its_mlflow_run_as_killed(
+    tmp_path, prepared32, tracking
+):
+    """What scancel, a SLURM time limit or `kill` does: SIGTERM to the job, not a death of its
+    trainer. No record (the next run redoes the cell), no trainer left training."""
+    command, record = _job(
+        tmp_path, prepared32, tracking, epochs=1, steps_per_epoch=5000, timed_steps=4000,
+        time_budget_s=None, max_step_seconds=None, validate=False, precision=None,
+    )  # fmt: skip
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    trainer = _training_trainer(job)
+    job.send_signal(signal.SIGTERM)  # the supervisor only: its trainer must not outlive it
+    out, _ = job.communicate(timeout=60)
+    assert job.returncode == 128 + signal.SIGTERM, out[-2000:]
+    assert out.splitlines()[-1] == (
+        "error: stopped by SIGTERM before the job finished; nothing written, the next run does "
+        "it again"
+    )
+    assert not trainer.is_running() or trainer.status() == psutil.STATUS_ZOMBIE
+    assert not record.exists() and not list(tmp_path.glob(".record.json.*"))
+    client = mlflow.MlflowClient(tracking["tracking_uri"])
+    (run,) = client.search_runs([tracking["experiment_id"]], "tags.`mptbench.cell` != ''")
+    assert run.info.status == "KILLED"
+
+
+def test_memory_limit_exceeded_is_recorded_as_oom(tmp_path, prepared32, tracking):
+    command, record = _job(tmp_path, prepared32, tracking, batch_size=16384, memory_limit_mb=1800,
+                           max_step_seconds=None, synthetic_twin=False)  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    data = json.loads(record.read_text())
+    assert data["outcome"] == "oom", data.get("reason")
+    assert "over train.memory_limit_mb=1800" in data["reason"]
+
+
+@contextlib.contextmanager
+def _memory_cgroup(limit_mb: int):
+    """A memory cgroup of our own (v1 or v2), as root; skips where none can be made."""
+    name = f"mptbench-test-{uuid.uuid4().hex[:8]}"
+    for root, limit_file in (("/sys/fs/cgroup/memory", "memory.limit_in_bytes"),
+                             ("/sys/fs/cgroup", "memory.max")):  # fmt: skip
+        group = Path(root) / name
+        try:
+            group.mkdir()
+            (group / limit_file).write_text(str(limit_mb * 2**20))
+        except OSError:
+            with contextlib.suppress(OSError):
+                group.rmdir()
+            continue
+        try:
+            yield group
+        finally:
+            with contextlib.suppress(OSError):
+                group.rmdir()
+        return
+    pytest.skip("no writable memory cgroup here (needs root and cgroup v1 or v2 memory)")
+
+
+def test_a_real_oom_kill_is_recorded_as_oom_with_the_kernels_record(tmp_path, prepared32, tracking):
+    command, record = _job(tmp_path, prepared32, tracking, batch_size=16384,
+                           max_step_seconds=None, synthetic_twin=False)  # fmt: skip
+    with _memory_cgroup(1500) as group:
+        shell = f'echo $$ > {group}/cgroup.procs && exec "$@"'
+        done = subprocess.run(["sh", "-c", shell, "sh", *command], capture_output=True,
+                              text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    data = json.loads(record.read_text())
+    assert data["outcome"] == "oom", data.get("reason")
+    assert "the kernel's OOM killer killed the trainer" in data["reason"]
+    assert "oom_kill 0 -> 1" in data["reason"] and group.name in data["reason"]
+
+
+def test_an_unknown_failure_fails_the_job(tmp_path, prepared32, tracking):
+    command, record = _job(tmp_path, prepared32, tracking)
+    # No digest to check the cache against (a cache from before digests): the trainer fails.
+    broken = dict(prepared32, data_dir=str(tmp_path / "no-such-cache"), digest=None)
+    (tmp_path / "prepared.json").write_text(json.dumps(broken))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "error: the engine exited with code 1; see the log above" in done.stderr
+    assert not record.exists()
+    client = mlflow.MlflowClient(tracking["tracking_uri"])
+    cells = client.search_runs([tracking["experiment_id"]], "tags.`mptbench.cell` != ''")
+    assert [r.info.status for r in cells] == ["FAILED"]
+
+
+def test_a_cell_over_budget_by_its_probe_starts_no_trainer(tmp_path, prepared32, tracking):
+    (tmp_path / "prepared.json").write_text(json.dumps(prepared32))
+    run = _run(batch_size=64, max_step_seconds=3.0)
+    point = ProbePoint(batch_size=2, first_step_s=5.0, steps_s=[4.0], step_s=4.0)
+    probe = ProbeResult("tensorflow", "pypi", "cpu", "float32", 32, [point], {"host": "probe"})
+    trainer = Trainer("no-such-python", run, str(tmp_path / "record.json"))
+    record = train_cell(trainer, str(tmp_path / "prepared.json"), tracking, probe)
+    assert record["outcome"] == "over_budget"
+    assert record["reason"].startswith("a probe step at batch 2 already took 4.0 s")
+    assert record["fingerprint"] == {"host": "probe"} and "ms_per_step" not in record
+    tags = mlflow.MlflowClient(tracking["tracking_uri"]).get_run(record["mlflow_run_id"]).data.tags
+    assert tags["outcome"] == "over_budget"

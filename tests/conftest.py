@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from httpserver import FileServer
 from workflow_helpers import copy_workflow, snakemake
@@ -55,10 +57,17 @@ def tf():
 
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
-    """One run of the smoke experiment in a copy of the workflow, shared by every test that
-    reads its results; returns (checkout, the run's combined output)."""
+    """One run of the smoke experiment in a fresh copy of the workflow, shared by every test
+    that reads its results and by every workflow test that starts from its checkout (warm_copy);
+    returns (checkout, the run's combined output)."""
     checkout = copy_workflow(tmp_path_factory.mktemp("smoke_checkout"))
-    # 16 cells (2 models x 2 backends x 2 policies x 2 batch sizes): ~13 minutes on 2 cores.
-    done = snakemake(checkout, "--cores", "2", "--config", "experiment=smoke", timeout=1800)
+    # 4 cells (2 policies x 2 batch sizes) and every rule once: under 3 minutes on 2 cores.
+    done = snakemake(checkout, "--cores", "2", "--config", "experiment=smoke", timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return checkout, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="session")
+def warm(smoke_run) -> Path:
+    """The checkout a warm_copy starts from: the smoke run's."""
+    return smoke_run[0]

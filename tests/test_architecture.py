@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from mptbench.core.cells import AXES, BACKENDS, Cell
+from mptbench.engine import backends, kernels
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "mptbench"
@@ -159,6 +160,8 @@ def test_axis_order_and_backend_names_are_defined_once():
     variant = schema["$defs"]["variant"]["properties"]["backends"]["items"]["enum"]
     assert tuple(variant) == BACKENDS
     assert {p.stem for p in (ROOT / "conf" / "backend").glob("*.yaml")} == set(BACKENDS)
+    # The engine has a backend and kernels for each name, and for no other.
+    assert tuple(backends.BACKENDS) == BACKENDS and tuple(kernels.KERNELS) == BACKENDS
 
 
 def test_no_function_is_longer_than_60_lines():

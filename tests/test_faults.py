@@ -31,11 +31,12 @@ from workflow_helpers import (
     snakemake,
     trainers,
     wait_for,
+    warm_copy,
 )
 
 from mptbench.data.fixtures import make_imagenette_archive
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.workflow]
 
 LOCKED = "cannot be locked"
 
@@ -92,8 +93,10 @@ def _assert_whole(checkout: Path, name: str, clean: pd.DataFrame, cells: int = 1
 
 
 @pytest.fixture(scope="module")
-def checkout(tmp_path_factory):
-    return copy_workflow(tmp_path_factory.mktemp("faults"))
+def checkout(tmp_path_factory, warm):
+    """A checkout that starts where the smoke run stands: each fault's run rebuilds only what
+    the fault touched."""
+    return warm_copy(warm, tmp_path_factory.mktemp("faults"))
 
 
 @pytest.fixture(scope="module")

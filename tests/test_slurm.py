@@ -15,16 +15,16 @@ import pytest
 from slurm_cluster import SlurmCluster, Unavailable
 from workflow_helpers import (
     active_runs,
-    copy_workflow,
     one_cell_config,
     runs,
     snakemake,
     trainers,
     wait_for,
+    warm_copy,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.workflow]
 
 # Every run has a timeout: the plugin polls forever for a job whose state it cannot read.
 SMOKE_TIMEOUT_S = 600
@@ -40,8 +40,10 @@ def cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def checkout(tmp_path_factory):
-    return copy_workflow(tmp_path_factory.mktemp("slurm_checkout"))
+def checkout(tmp_path_factory, warm):
+    """Where the smoke run stands (cache, environment, calibration): the jobs SLURM runs are
+    the cells', the probes' and the report's."""
+    return warm_copy(warm, tmp_path_factory.mktemp("slurm_checkout"))
 
 
 def _site_values(cluster) -> list[str]:
@@ -94,11 +96,7 @@ def _snakemake_slurm(cwd, cluster, *config, timeout):
 @pytest.fixture(scope="module")
 def smoke(cluster, checkout):
     start = time.monotonic()
-    # One model: what this tests is the executor, not the grid.
-    overrides = 'overrides=["model=[seed_convnet]","backend=[tensorflow]"]'
-    done = _snakemake_slurm(
-        checkout, cluster, "experiment=smoke", overrides, timeout=SMOKE_TIMEOUT_S
-    )
+    done = _snakemake_slurm(checkout, cluster, "experiment=smoke", timeout=SMOKE_TIMEOUT_S)
     wall = time.monotonic() - start
     print(f"\nsmoke experiment through SLURM: {wall:.0f} s wall time")
     output = done.stdout + done.stderr

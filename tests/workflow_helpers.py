@@ -42,6 +42,23 @@ def copy_workflow(root: Path) -> Path:
     return root
 
 
+def warm_copy(warm: Path, root: Path) -> Path:
+    """A new checkout in `root` that starts where `warm` (a checkout that ran the smoke
+    experiment) stands: its archive, tfds cache, variant environment, calibrations and model
+    descriptions are there and up to date (times kept), so a run builds only what its own
+    change touches. Runs, reports and the MLflow store are not copied."""
+    copy_workflow(root)
+    keep = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(warm / "resources", root / "resources", ignore=keep)
+    for folder in ("calibration", "models"):
+        shutil.copytree(warm / "results" / folder, root / "results" / folder, ignore=keep)
+    # What Snakemake recorded of those files (params, code): so they count as up to date.
+    metadata = warm / ".snakemake" / "metadata"
+    if metadata.is_dir():
+        shutil.copytree(metadata, root / ".snakemake" / "metadata")
+    return root
+
+
 def snakemake(cwd: Path, *args: str, timeout: float = 600, env: dict | None = None):
     """Run this environment's snakemake CLI on the CPU only; returns the CompletedProcess."""
     env = {**(os.environ if env is None else env), "CUDA_VISIBLE_DEVICES": ""}

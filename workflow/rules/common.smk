@@ -110,6 +110,7 @@ wildcard_constraints:
     policy=r"[A-Za-z0-9_]+",
     batch_size=r"\d+",
     settings=r"[0-9a-f]{12}",
+    key=r"[0-9a-f]{12}",
 
 
 def cell_of(wildcards):
@@ -127,12 +128,26 @@ def train_run(wildcards):
 def probe_run(wildcards):
     """The Run of a cell's probe: its own cell at the smaller probe batch size."""
     batch_size = CFG["train"]["probe_batch_sizes"][0]
-    return encode(run_config(CFG, Cell(*[wildcards[k] for k in PROBE_AXES], batch_size)))
+    return encode(
+        run_config(CFG, Cell(*[wildcards[k] for k in PROBE_AXES], batch_size))
+    )
+
+
+def model_info_of(wildcards):
+    """The description of a cell's model on this experiment's data."""
+    key = layout.model_key(CFG["model"][wildcards.model], DATASET)
+    return layout.MODEL_INFO.format(model=wildcards.model, key=key)
 
 
 def model_of(wildcards):
-    if wildcards.model not in CFG["model"]:
-        raise WorkflowError(f"model {wildcards.model} is not in this experiment")
+    """The model a description is of, when it is this experiment's (its key says so)."""
+    if wildcards.model not in CFG["model"] or model_info_of(
+        wildcards
+    ) != layout.MODEL_INFO.format(**wildcards):
+        raise WorkflowError(
+            f"{layout.MODEL_INFO.format(**wildcards)}: not a model of this experiment on its "
+            "data; run it from the experiment that names it"
+        )
     return {"name": wildcards.model, **CFG["model"][wildcards.model]}
 
 
@@ -296,12 +311,20 @@ def print_headline():
     uri, ui = str(tracking["uri"]), tracking["ui"] or ""
     experiment_id = json.loads(Path(TRACKING).read_text())["experiment_id"]
     page = experiment_link(ui, experiment_id) if ui else uri
-    browse = f"mlflow ui --backend-store-uri {uri}, then open " if uri.startswith("sqlite:") else "open "
+    browse = (
+        f"mlflow ui --backend-store-uri {uri}, then open "
+        if uri.startswith("sqlite:")
+        else "open "
+    )
     args = config_arguments(sys.argv)
-    print(f"\nmptbench {EXPERIMENT}: the report is {REPORT_DIR}/index.html (tables: "
-          f"{REPORT_DIR}/{layout.SUMMARY_CSV}, {REPORT_DIR}/{layout.BREAKDOWN_CSV})")
-    print(f"  Snakemake's report: snakemake --report results/{EXPERIMENT}/report.zip"
-          + (f" --config {args}" if args else ""))
+    print(
+        f"\nmptbench {EXPERIMENT}: the report is {REPORT_DIR}/index.html (tables: "
+        f"{REPORT_DIR}/{layout.SUMMARY_CSV}, {REPORT_DIR}/{layout.BREAKDOWN_CSV})"
+    )
+    print(
+        f"  Snakemake's report: snakemake --report results/{EXPERIMENT}/report.zip"
+        + (f" --config {args}" if args else "")
+    )
     print(f"  MLflow: {browse}{page}")
     for line in headline.read_text().splitlines():
         print(f"  {line}")

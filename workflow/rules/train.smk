@@ -40,7 +40,7 @@ rule probe:
     input:
         prepared=PREPARED,
         env=layout.VARIANT_ENV,
-        model=layout.MODEL_INFO,
+        model=model_info_of,
     output:
         layout.PROBE,
     log:
@@ -64,7 +64,7 @@ rule train:
         prepared=PREPARED,
         tracking=TRACKING,
         env=layout.VARIANT_ENV,
-        model=layout.MODEL_INFO,
+        model=model_info_of,
         probe=probe_of_cell,
     output:
         record=layout.RUN_RECORD,

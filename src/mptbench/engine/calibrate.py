@@ -12,8 +12,8 @@ import time
 
 from mptbench.core.jobs import CalibrateJob, Calibration
 from mptbench.core.policies import DTYPES
-from mptbench.engine.backends import Session, tf32_effective
-from mptbench.engine.fingerprint import fingerprint
+from mptbench.engine.backends import Session
+from mptbench.engine.fingerprint import on_device
 from mptbench.engine.kernels import kernels as kernels_of
 from mptbench.engine.peaks import conv_peak, matmul_peak
 
@@ -40,13 +40,7 @@ def calibrate(kernels, settings: dict, log=print) -> dict:
 
 def measure(session: Session, job: CalibrateJob) -> Calibration:
     """The calibration of one job in this process; a GPU job that sees no GPU raises."""
-    session.require_gpu(job.device)
-    facts = fingerprint(session.backend, session.framework, session.keras, job.device)
-    facts |= session.facts
-    if facts["gpu"]:
-        session.set_tf32(job.tf32)
-    gpu = facts["gpu"] or {}
-    facts["tf32"] = tf32_effective(job.tf32, job.device, gpu.get("compute_capability"))
+    facts = on_device(session, job.device, job.tf32)
     # Measured as the variant's cells run: XLA-compiled where they are (jit_compile=True).
     kernels = kernels_of(session.name, session.framework, job.jit_compile is True)
     measured = calibrate(kernels, job.settings, log=lambda line: print(line, flush=True))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mptbench.core.devices import Device, gpu_facts
-from mptbench.engine.backends import Backend
+from mptbench.engine.backends import Backend, Session, tf32_effective
 
 # CPU flags that decide whether reduced precision can be fast on a CPU.
 CPU_FLAGS = (
@@ -113,3 +113,16 @@ def fingerprint(backend: Backend, framework, keras, device: str) -> dict[str, An
         "gpu": gpu_info(backend, framework, device) if Device(device).is_gpu else None,
         **framework_info(backend, framework, keras),
     }
+
+
+def on_device(session: Session, device: str, tf32: bool | None = True) -> dict[str, Any]:
+    """What every engine job does once its backend has started, before it measures: fail with
+    one line when a GPU job sees no GPU, set TF32 as asked (GPUs), and return the fingerprint
+    with the TF32 setting as it takes effect and what the backend's start showed."""
+    session.require_gpu(device)
+    facts = fingerprint(session.backend, session.framework, session.keras, device)
+    allowed = tf32 is not False
+    if facts["gpu"]:
+        session.set_tf32(allowed)
+    facts["tf32"] = tf32_effective(allowed, device, (facts["gpu"] or {}).get("compute_capability"))
+    return facts | session.facts

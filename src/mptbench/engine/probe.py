@@ -9,7 +9,7 @@ import time
 from mptbench.core.jobs import ProbeJob, ProbePoint, ProbeResult
 from mptbench.engine.backends import Session
 from mptbench.engine.feed import random_batch
-from mptbench.engine.fingerprint import fingerprint
+from mptbench.engine.fingerprint import on_device
 from mptbench.engine.models import build_model, jit_setting
 
 PROBE_STEPS = 3  # timed steps per probe batch size (after one that compiles); their median
@@ -32,7 +32,7 @@ def time_steps(model, x, y, batch_size: int, limit: float | None) -> ProbePoint:
 def probe_cell(session: Session, job: ProbeJob, prepared: dict) -> ProbeResult:
     """Median step seconds at each of train.probe_batch_sizes, on random in-memory data."""
     run = job.run
-    session.require_gpu(run.cell.device)
+    facts = on_device(session, run.cell.device, run.device.tf32)
     size, limit = prepared["image_size"], run.train.max_step_seconds
     input_shape, num_classes = (size, size, 3), len(prepared["classes"])
     model = build_model(
@@ -46,11 +46,10 @@ def probe_cell(session: Session, job: ProbeJob, prepared: dict) -> ProbeResult:
         points.append(time_steps(model, to_tensor(x), to_tensor(y), batch_size, limit))
         if limit and points[-1].step_s > limit:
             break  # a larger batch is only slower
-    facts = fingerprint(session.backend, session.framework, session.keras, run.cell.device)
     steps = ", ".join(f"{p.step_s:.3f} s at batch {p.batch_size}" for p in points)
     print(f"probe: {steps}", flush=True)
     return ProbeResult(
         backend=session.name, variant=run.cell.variant, device=run.cell.device,
         policy=run.policy.name, image_size=size, points=points,
-        fingerprint=facts | session.facts,
+        fingerprint=facts,
     )  # fmt: skip

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from mptbench.core.jobs import Profiled, RepeatJob, RepeatResult, Run
 from mptbench.engine import feed, timing
-from mptbench.engine.backends import Session, tf32_effective
-from mptbench.engine.fingerprint import fingerprint
+from mptbench.engine.backends import Session
+from mptbench.engine.fingerprint import on_device
 from mptbench.engine.models import build_model, jit_setting
 from mptbench.engine.synthetic import synthetic_twin
 
@@ -117,18 +117,6 @@ def _profile(session: Session, model, run: Run, prepared: dict, path: str) -> Pr
     return Profiled(dir=path, steps=steps * block, step_s=timer.clock.step_seconds, scopes=scopes)
 
 
-def _start_facts(session: Session, run: Run) -> dict:
-    """The fingerprint, after the GPU check and the TF32 setting (recorded as effective)."""
-    device = run.cell.device
-    session.require_gpu(device)
-    facts = fingerprint(session.backend, session.framework, session.keras, device)
-    allowed = run.device.tf32 is not False
-    if facts["gpu"]:
-        session.set_tf32(allowed)
-    facts["tf32"] = tf32_effective(allowed, device, (facts["gpu"] or {}).get("compute_capability"))
-    return facts | session.facts
-
-
 def _profiled(session: Session, model, job: RepeatJob, prepared: dict, result: RepeatResult):
     """An ok repeat's profile, or why it has none."""
     if session.name not in PROFILED_BACKENDS:
@@ -145,7 +133,8 @@ def run_repeat(session: Session, job: RepeatJob, prepared: dict) -> RepeatResult
     With the job's profile_dir (and train.profile_steps > 0), an ok repeat is then profiled."""
     run = job.run
     session.keras.utils.set_random_seed(run.seed)
-    result = RepeatResult(repeat=job.repeat, fingerprint=_start_facts(session, run))
+    facts = on_device(session, run.cell.device, run.device.tf32)
+    result = RepeatResult(repeat=job.repeat, fingerprint=facts)
     timer = None
     try:
         model, timer = _fit(session, run, prepared, result)

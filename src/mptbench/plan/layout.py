@@ -23,9 +23,10 @@ RUN_LOG = RESULTS + "/logs/train/" + CELL + ".log"
 PROFILE = RESULTS + "/profiles/" + CELL
 PROBE = RESULTS + "/probes/" + PROBE_CELL + ".json"
 PROBE_LOG = RESULTS + "/logs/probe/" + PROBE_CELL + ".log"
-# What a model is (it builds; its parameters and FLOPs), once per model and image size.
-MODEL_INFO = RESULTS + "/models/{model}.json"
-MODEL_INFO_LOG = RESULTS + "/logs/model_info/{model}.log"
+# What a model is (it builds; its parameters and FLOPs), once per model configuration and
+# dataset (image size, classes): shared by every experiment that trains the same model on it.
+MODEL_INFO = "results/models/{model}/{key}.json"
+MODEL_INFO_LOG = "results/models/{model}/{key}.log"
 TRACKING = RESULTS + "/mlflow_experiment.json"
 REPORT_DIR = RESULTS + "/report"
 # The report: summary.csv, breakdown.csv (one row per profiled cell and op class), index.html
@@ -84,6 +85,13 @@ def archive_name(dataset: dict[str, Any]) -> str:
     url = str(dataset["url"])
     name = url.rstrip("/").rsplit("/", 1)[-1]
     return name if name.endswith((".tgz", ".tar.gz", ".tar")) else f"{dataset['name']}.tgz"
+
+
+def model_key(model: dict[str, Any], dataset: dict[str, Any]) -> str:
+    """What a model's description depends on, as 12 hex digits: its configuration and the
+    prepared data it takes (the cache's dataset and image size)."""
+    facts = {"model": model, "data": dataset_key(dataset)}
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def calibration_key(

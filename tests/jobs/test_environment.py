@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
 
 
+@pytest.mark.slow
 def test_pypi_variants_reuse_this_environment_and_record_its_build():
     variant = compose_config(CONF, None, ["variant=[pypi_onednn]"])["variant"]["pypi_onednn"]
     manifest = make_environment(

@@ -5,9 +5,10 @@ the packages `bench/gpu_wheels.txt` lists (carried as wheels where they are miss
 runs this script with all of those others hidden). It runs the
 seed convnet on synthetic 256 px images and keras.applications.ResNet50 at 224 px for
 float32, mixed_float16 and mixed_bfloat16, batch 32, 64, ... 512 (a model stops growing its
-batch where every policy ran out of memory), each cell in fresh trainer processes as the
-workflow runs it, plus the calibration peaks, within --budget-s. It writes run records and
-the calibration in the workflow's layout under --out, so the usual report reads them:
+batch where every policy ran out of memory), the three policies of each batch size taking
+turns in fresh trainer processes as the workflow runs them, plus the calibration peaks,
+within --budget-s. It writes run records and the calibration in the workflow's layout under
+--out, so the usual report reads them:
 
     python bench/bench_gpu.py                  # on the GPU machine: about 8 minutes
     python bench/bench_gpu.py --quick          # a CPU check of the script: small, ~3 minutes
@@ -42,7 +43,8 @@ def compose(model: str, image_size: int, args) -> dict:
         "backend=[jax]", f"model=[{model}]", f"policy=[{','.join(POLICIES)}]",
         f"sweep.batch_sizes=[{','.join(map(str, args.batch_sizes))}]",
         f"sweep.devices=[{args.device}]", "device.check_present=false",
-        f"train.repeats={args.repeats}", "train.epochs=1", "train.warmup_epochs=0",
+        f"train.repeats={args.repeats}", f"train.max_repeats={args.repeats}", "train.epochs=1",
+        "train.warmup_epochs=0",
         f"train.warmup_steps={args.warmup}", f"train.timed_steps={args.steps}",
         f"train.steps_per_epoch={args.warmup + args.steps * args.block}",
         "train.min_timed_steps=3", "train.precision=null", "train.time_budget_s=null",
@@ -104,27 +106,30 @@ def calibrate(cfg: dict, args, out: Path) -> dict | None:
     return read_json(path)
 
 
-def run_cell(cfg: dict, cell, info: dict, out: Path) -> dict:
-    """One cell as a train job runs it: the supervisor, a fresh trainer per repeat; no MLflow."""
+def run_group(cfg: dict, cells: list, info: dict, out: Path) -> list[dict]:
+    """One comparison group as a train job runs it: the supervisor, a fresh trainer per repeat
+    with the policies taking turns; no MLflow."""
     from mptbench.core.files import read_json, write_json
     from mptbench.data.synthetic import prepared_info
     from mptbench.jobs.supervisor import supervise
     from mptbench.plan import layout, run_config
 
-    record = out / "runs" / f"{layout.CELL.format(**cell.wildcards('gpu_check'))}.json"
-    if record.exists():  # a rerun continues where it stopped
-        return read_json(record)
+    records = [out / "runs" / f"{layout.CELL.format(**c.wildcards('gpu_check'))}.json"
+               for c in cells]  # fmt: skip
+    if all(r.exists() for r in records):  # a rerun continues where it stopped
+        return [read_json(r) for r in records]
     prepared = out / f"prepared-{cfg['dataset']['image_size']}px.json"
     write_json(prepared, prepared_info(cfg["dataset"]))
-    info_file = out / "model_info" / f"{cell.model}-{cfg['dataset']['image_size']}px.json"
+    info_file = out / "model_info" / f"{cells[0].model}-{cfg['dataset']['image_size']}px.json"
     write_json(info_file, info)
-    record.parent.mkdir(parents=True, exist_ok=True)
-    code = supervise(
-        run_config(cfg, cell), str(prepared), None, str(record), model_info=str(info_file)
-    )
+    for record in records:
+        record.parent.mkdir(parents=True, exist_ok=True)
+    runs = [run_config(cfg, c) for c in cells]
+    code = supervise(runs, str(prepared), None, [str(r) for r in records],
+                     model_info=str(info_file))  # fmt: skip
     if code:
-        return {"outcome": "failed", "reason": f"the supervisor exited with {code}"}
-    return read_json(record)
+        return [{"outcome": "failed", "reason": f"the supervisor exited with {code}"}] * len(cells)
+    return [read_json(r) for r in records]
 
 
 def grid(args, out: Path, deadline: float) -> list[dict]:
@@ -139,17 +144,16 @@ def grid(args, out: Path, deadline: float) -> list[dict]:
         info = model_info(cfg, out)
         out_of_memory: set[str] = set()
         for batch_size in args.batch_sizes:
-            for policy in POLICIES:
-                if policy in out_of_memory:
-                    continue  # a larger batch runs out too
-                cell = Cell(model, "jax", "pypi", args.device, policy, batch_size)
-                if time.monotonic() > deadline:
-                    rows.append({"cell": cell, "outcome": "not run", "reason": "--budget-s spent"})
-                    continue
-                print(f"--- {cell.label}", flush=True)
-                record = run_cell(cfg, cell, info, out)
+            cells = [Cell(model, "jax", "pypi", args.device, policy, batch_size)
+                     for policy in POLICIES if policy not in out_of_memory]  # fmt: skip
+            if time.monotonic() > deadline:
+                rows += [{"cell": c, "outcome": "not run", "reason": "--budget-s spent"}
+                         for c in cells]  # fmt: skip
+                continue
+            print(f"--- {model} at batch {batch_size}: {', '.join(c.policy for c in cells)}")
+            for cell, record in zip(cells, run_group(cfg, cells, info, out), strict=True):
                 if record["outcome"] == "oom":
-                    out_of_memory.add(policy)
+                    out_of_memory.add(cell.policy)  # a larger batch runs out too
                 rows.append({"cell": cell, **record})
             if len(out_of_memory) == len(POLICIES):
                 break
@@ -170,8 +174,9 @@ def _peak(calibration: dict | None, record: dict) -> float | None:
 def table(rows: list[dict], calibration: dict | None) -> str:
     from mptbench.core import stats
 
-    def steps(row):
-        return [r["step_ms"] for r in row.get("repeats") or []]
+    def timed(row):
+        return [(r.get("process"), r["step_ms"], r.get("rounds") or [])
+                for r in row.get("repeats") or [] if r.get("step_ms")]  # fmt: skip
 
     base = {
         (r["cell"].model, r["cell"].batch_size): r
@@ -188,14 +193,15 @@ def table(rows: list[dict], calibration: dict | None) -> str:
         if r.get("outcome") != "ok":
             lines.append(head + f"{r.get('outcome')}: {(r.get('reason') or '')[:70]}")
             continue
-        ms = (
-            f"{r['ms_per_step']:.2f} ({r['ms_per_step_ci_low']:.2f}-{r['ms_per_step_ci_high']:.2f})"
-        )
+        ms = f"{r['ms_per_step']:.2f}"
+        if r.get("ms_per_step_ci_low") is not None:
+            ms += f" ({r['ms_per_step_ci_low']:.2f}-{r['ms_per_step_ci_high']:.2f})"
         speed = ""
         f32 = base.get((cell.model, cell.batch_size))
-        if f32 is not None and cell.policy != "float32":
-            lo, hi = stats.ratio_interval(steps(f32), steps(r))
-            speed = f"{f32['ms_per_step'] / r['ms_per_step']:.2f}x ({lo:.2f}-{hi:.2f})"
+        paired = stats.paired_speedup(timed(f32), timed(r)) if f32 is not None else None
+        if paired is not None and cell.policy != "float32":
+            interval = f" ({paired.low:.2f}-{paired.high:.2f})" if paired.low else ""
+            speed = f"{paired.value:.2f}x{interval}"
         flops = (r.get("flops_per_step") or math.nan) / (r["ms_per_step"] / 1000) / 1e12
         peak = _peak(calibration, r)
         mfu = f"{flops / peak:.2f}" if peak and math.isfinite(flops) else "-"
@@ -210,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=450, help="stop starting cells after")
     parser.add_argument("--batch-sizes", type=int, nargs="+", help="default 32 64 ... 512")
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3, help="processes per comparison group")
     parser.add_argument("--warmup", type=int, default=3, help="warm-up steps per repeat")
     parser.add_argument("--steps", type=int, default=5, help="timed samples (blocks) per repeat")
     parser.add_argument("--block", type=int, default=None, help="steps per sample (GPU: 10)")

@@ -311,7 +311,7 @@ def test_an_unreachable_mlflow_server_loses_no_cell(checkout, clean, tmp_path):
         (log,) = (checkout / "results/f_unreachable/logs/train").rglob("*.log")
         line = log.read_text().strip().splitlines()[-1]
         assert line.startswith(f"error: MLflow at {server.url} could not be reached (")
-        assert "the cell's record is kept in " in line and "run again to log it" in line
+        assert "the cells' records are kept beside them (" in line and "run again to log" in line
         (pending,) = (checkout / "results/f_unreachable/runs").rglob(".*.pending")
         assert json.loads(pending.read_text())["outcome"] == "ok"
         assert not list((checkout / "results/f_unreachable/runs").rglob("*.json"))

@@ -111,13 +111,15 @@ def test_smoke_runs_every_cell_as_a_slurm_job(smoke):
     assert (summary["ms_per_step"] > 0).all()
     records = sorted((checkout / "results/smoke/runs").rglob("*.json"))
     assert len(records) == 4
-    job_ids = set()
+    job_ids = {}
     for path in records:
         fingerprint = json.loads(path.read_text())["fingerprint"]
         assert fingerprint["slurm_job_id"], f"{path} was not run by SLURM"
         assert fingerprint["host"]
-        job_ids.add(fingerprint["slurm_job_id"])
-    assert len(job_ids) == 4  # one SLURM job per cell
+        job_ids.setdefault(path.name, set()).add(fingerprint["slurm_job_id"])
+    # One SLURM job per comparison group: a batch size's two policies timed in turns in one.
+    assert {name: len(ids) for name, ids in job_ids.items()} == {"bs4.json": 1, "bs8.json": 1}
+    assert job_ids["bs4.json"] != job_ids["bs8.json"]
     assert "has been submitted with SLURM jobid" in output
 
 

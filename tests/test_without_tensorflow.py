@@ -116,7 +116,7 @@ def test_the_gpu_check_runs_with_only_jax_keras_and_hydra(tmp_path):
     out = tmp_path / "gpu_check"
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench/bench_gpu.py"), "--quick", "--models", "seed_convnet",
-         "--batch-sizes", "4", "--repeats", "1", "--out", str(out)],
+         "--batch-sizes", "4", "--repeats", "2", "--out", str(out)],
         env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

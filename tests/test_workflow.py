@@ -46,7 +46,9 @@ def test_a_finished_run_tells_where_the_report_is_and_its_headline(smoke_run):
         "mlflow ui --backend-store-uri sqlite:///results/mlflow.db, then open "
         "http://127.0.0.1:5000/#/experiments/1?workflowType=machine_learning"
     ) in output
-    assert "seed_convnet on tensorflow · pypi · cpu: best mixed_float16 at batch " in output
+    # The best of the 2 cells that have a speedup, its interval widened for the choice.
+    assert "seed_convnet on tensorflow · pypi · cpu: best of 2: mixed_float16 at batch " in output
+    assert "(95% interval for the best of 2 " in output
     assert output.count("4 of 4 cells ran, 0 over budget, 0 failed") == 1
 
 
@@ -74,9 +76,12 @@ def test_smoke_run_reports_every_cell(smoke):
     # Every figure with its interval, each cell timed in two processes.
     assert (summary["ms_per_step_ci_low"] <= summary["ms_per_step"]).all()
     assert (summary["ms_per_step"] <= summary["ms_per_step_ci_high"]).all()
-    assert set(summary["repeats"]) == {2}
+    assert set(summary["repeats"]) == {3}
     mixed = summary[summary["policy"] == "mixed_float16"]
     assert mixed["speedup_ci_low"].notna().all() and mixed["speedup_verdict"].notna().all()
+    # Both policies of a batch size took turns in the same three processes: paired.
+    assert mixed["speedup_paired"].all() and set(mixed["speedup_processes"]) == {3}
+    assert (summary["input_bound_ratio_ci_low"] <= summary["input_bound_ratio"]).all()
     assert summary["predicted_step_s"].notna().all() and summary["prediction_error"].notna().all()
     html = (smoke / "results/smoke/report/index.html").read_text()
     assert "<table" in html and ".png" in html

@@ -8,6 +8,7 @@ from workflow_helpers import smoke_cell_run
 
 from mptbench.core.jobs import (
     JOB_KINDS,
+    ArmResult,
     CalibrateJob,
     ContractError,
     DescribeJob,
@@ -40,7 +41,7 @@ def test_a_run_comes_back_whole_and_typed():
 def test_every_engine_job_kind_round_trips_by_its_kind():
     run = smoke_cell_run()
     jobs = [
-        RepeatJob("out.json", run, "prepared.json", 1, "profiles/x"),
+        RepeatJob("out.json", (run, run), "prepared.json", 1, ("profiles/x", None), "p"),
         ProbeJob("out.json", run, "prepared.json"),
         CalibrateJob("out.json", "cpu", "jax", "pypi", {"cap_s": 1}, jit_compile=True),
         DescribeJob("out.json", run.model, 32, 10),
@@ -58,7 +59,9 @@ def test_results_keep_their_nested_types():
         "tensorflow", "pypi", "cpu", "float32", 32, [ProbePoint(4, 1.0, [0.5], 0.5)]
     )
     assert decode(ProbeResult, _through_json(encode(probe))).points[0].step_s == 0.5
-    result = RepeatResult(repeat=0, fingerprint={"host": "h"}, step_s=[0.1, 0.2])
+    arm = ArmResult(repeat=0, policy="float32", fingerprint={"host": "h"}, step_s=[0.1, 0.2],
+                    rounds=[0, 1], process="p1")  # fmt: skip
+    result = RepeatResult(process="p1", arms=[arm])
     assert decode(RepeatResult, _through_json(encode(result))) == result
 
 

@@ -1,4 +1,4 @@
-"""Outcomes need evidence: oom only with a memory record, unsupported only for a missing kernel."""
+"""Outcomes need evidence: oom only with a memory record, a crash only for a fault signal."""
 
 import signal
 
@@ -19,3 +19,11 @@ def test_memory_evidence_makes_it_oom():
     )
     outcome, reason = classify_death(-9, None, "/sys/fs/cgroup/x/memory.events: oom_kill 0 -> 1")
     assert outcome == "oom" and "OOM killer" in reason and "oom_kill 0 -> 1" in reason
+
+
+def test_a_signal_the_trainer_raises_on_itself_is_a_crash_not_a_kill():
+    for sig in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE):
+        outcome, reason = classify_death(-sig, None, None)
+        assert outcome == "crashed" and sig.name in reason and "not a kill from outside" in reason
+    # Memory evidence still wins: an abort after a failed allocation is out of memory.
+    assert classify_death(-signal.SIGABRT, None, "memory.events: oom_kill 0 -> 1")[0] == "oom"

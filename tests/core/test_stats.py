@@ -1,53 +1,87 @@
-"""Intervals of a median step and of a speedup, from the steps themselves."""
+"""Intervals over processes: a step's, and a speedup's paired round by round."""
 
+import math
 import random
-import statistics
 
 import pytest
 
 from mptbench.core import stats
 
 
-def _steps(n, centre, spread, seed):
-    rng = random.Random(seed)
-    return [centre * (1 + rng.uniform(-spread, spread)) for _ in range(n)]
+def test_a_step_is_the_geometric_mean_of_process_medians_with_a_t_interval():
+    processes = [[0.10, 0.11, 0.10], [0.20, 0.21, 0.20], [0.15, 0.15, 0.16]]
+    estimate = stats.step_estimate(processes)
+    assert estimate.value == pytest.approx((0.10 * 0.20 * 0.15) ** (1 / 3))
+    logs = [math.log(m) for m in (0.10, 0.20, 0.15)]
+    se = (sum((x - sum(logs) / 3) ** 2 for x in logs) / 2) ** 0.5 / 3**0.5
+    assert estimate.log_se == pytest.approx(se)
+    # Student's t with 2 degrees of freedom: 4.30, not the normal 1.96.
+    assert estimate.high == pytest.approx(estimate.value * math.exp(4.3027 * se), rel=1e-4)
+    assert estimate.low < 0.10 < 0.20 < estimate.high
 
 
-def test_the_interval_holds_the_estimate_and_narrows_with_more_steps():
-    few, many = _steps(10, 100, 0.1, 1), _steps(400, 100, 0.1, 1)
-    for steps in (few, many):
-        low, high = stats.interval([steps])
-        assert low <= stats.estimate([steps]) <= high
-    assert (lambda lo, hi: hi - lo)(*stats.interval([many])) < (lambda lo, hi: hi - lo)(
-        *stats.interval([few])
+def test_one_process_has_no_interval_and_more_processes_narrow_it():
+    assert stats.step_estimate([[0.1, 0.2, 0.3]]).low is None
+    rng = random.Random(1)
+
+    def widths(n):
+        procs = [[0.1 * math.exp(rng.gauss(0, 0.05))] for _ in range(n)]
+        return stats.step_estimate(procs).half_width
+
+    assert widths(20) < widths(3)
+    with pytest.raises(ValueError):
+        stats.step_estimate([[]])
+
+
+def test_round_medians_and_a_paired_ratio_cancel_drift_within_a_process():
+    # Both arms drift upward 1% a round; the policy is 20% faster throughout.
+    rounds = list(range(10))
+    base = [1.0 * 1.01**r for r in rounds]
+    fast = [b / 1.2 for b in base]
+    figure = stats.paired_log_ratio(
+        stats.round_medians(base, rounds), stats.round_medians(fast, rounds)
     )
+    assert math.exp(figure) == pytest.approx(1.2)
+    assert stats.paired_log_ratio({0: 1.0}, {1: 1.0}) is None  # no round shared
 
 
-def test_repeats_that_disagree_widen_the_interval_to_cover_both():
-    """Two processes at 100 and 130 ms: within-process noise alone would claim 1% precision."""
-    a, b = _steps(100, 100, 0.02, 1), _steps(100, 130, 0.02, 2)
-    low, high = stats.interval([a, b])
-    assert low < 102 and high > 128
-    assert stats.half_width(a) < 0.01
+def test_a_paired_speedup_pairs_by_process_and_ignores_processes_not_shared():
+    rng = random.Random(2)
+    baseline, other = [], []
+    for p in range(5):
+        level = math.exp(rng.gauss(0, 0.08))  # what the process does to both arms
+        steps = [level * (1 + 0.01 * rng.random()) for _ in range(6)]
+        baseline.append((f"p{p}", steps, [0, 0, 1, 1, 2, 2]))
+        other.append((f"p{p}", [s / 1.1 for s in steps], [0, 0, 1, 1, 2, 2]))
+    other.append(("elsewhere", [5.0, 5.0], [0, 1]))  # not timed beside the baseline
+    estimate = stats.paired_speedup(baseline, other)
+    assert estimate.n == 5 and estimate.value == pytest.approx(1.1, rel=0.01)
+    assert estimate.half_width < 0.01  # the 8% between processes cancelled
+    assert stats.paired_speedup(baseline, [("elsewhere", [1.0], [0])]) is None
 
 
-def test_a_ratio_of_the_same_distribution_holds_one():
-    a, b = _steps(60, 50, 0.1, 3), _steps(60, 50, 0.1, 4)
-    low, high = stats.ratio_interval([a], [b])
-    assert low < 1 < high
-    faster = _steps(60, 25, 0.1, 5)
-    low, high = stats.ratio_interval([a], [faster])
-    assert 1.8 < low < 2 < high < 2.2
+def test_an_unpaired_speedup_keeps_the_spread_between_processes():
+    estimate = stats.unpaired_log_ratios([1.0, 1.2, 0.9], [0.5, 0.6, 0.45])
+    assert estimate.value == pytest.approx(2.0)
+    assert estimate.low < 2.0 < estimate.high and estimate.half_width > 0.05
+    assert stats.unpaired_log_ratios([1.0], [0.5]).low is None
 
 
-def test_the_estimate_of_three_repeats_is_the_middle_median():
-    repeats = [[1, 1, 1], [5, 5, 5], [3, 3, 3]]
-    assert stats.estimate(repeats) == 3 == statistics.median([1, 5, 3])
+def test_verdicts_need_the_interval_on_one_side_and_a_change_beyond_the_noise():
+    def verdict(value, se, n=5):
+        return stats.verdict(stats.Estimate(value, n, se))
+
+    assert verdict(1.2, 0.01) == "faster" and verdict(0.8, 0.01) == "slower"
+    assert verdict(1.2, 0.2) == "no measurable difference"  # the interval holds 1
+    assert verdict(1.005, 0.0001) == "no measurable difference"  # within the 1% noise
+    assert stats.verdict(stats.Estimate(1.5, 1, None)) is None  # one process: unjudged
 
 
-def test_no_steps_is_an_error():
-    with pytest.raises(ValueError, match="no timed steps"):
-        stats.interval([[]])
+def test_the_best_of_n_needs_a_wider_interval():
+    assert stats.simultaneous(0.95, 1) == 0.95
+    assert stats.simultaneous(0.95, 4) == pytest.approx(0.9875)
+    one = stats.Estimate(1.05, 4, 0.01)
+    assert one.at(stats.simultaneous(0.95, 8)).half_width > one.half_width
 
 
 def test_percentiles_interpolate_between_steps():

@@ -1,4 +1,5 @@
-"""One repeat of a grid cell, trained for real in this process: its steps and outcomes."""
+"""One repeat of a comparison group, trained for real in this process: its arms' steps, their
+rounds, and outcomes."""
 
 from dataclasses import replace
 
@@ -6,19 +7,25 @@ import pytest
 from workflow_helpers import smoke_cell_run as smoke_run
 
 from mptbench.core.jobs import RepeatJob
+from mptbench.core.policies import Policy
 from mptbench.engine.repeat import run_repeat
 
 pytestmark = pytest.mark.slow
 
 
-def _repeat(session, run, prepared, profile_dir=None):
-    job = RepeatJob("unused.json", run, "prepared.json", 0, profile_dir)
+def _group(session, runs, prepared, progress=None, profile_dirs=()):
+    job = RepeatJob("unused.json", tuple(runs), "prepared.json", 0, profile_dirs, progress)
     return run_repeat(session, job, prepared)
 
 
+def _repeat(session, run, prepared):
+    """A group of one arm: the arm's result."""
+    (arm,) = _group(session, [run], prepared).arms
+    return arm
+
+
 def test_a_repeat_times_its_steps_and_its_twin(tf, prepared32):
-    run = smoke_run(epochs=2, steps_per_epoch=4, warmup_steps=2, timed_steps=6, min_timed_steps=3,
-               precision=None)  # fmt: skip
+    run = smoke_run(epochs=2, steps_per_epoch=4, warmup_steps=2, timed_steps=6, min_timed_steps=3)
     result = _repeat(tf, run, prepared32)
     assert result.outcome == "ok" and result.reason is None
     assert len(result.step_s) == 6  # 8 steps in all, the first 2 warm-up
@@ -33,7 +40,7 @@ def test_a_repeat_times_its_steps_and_its_twin(tf, prepared32):
 
 def test_timed_steps_account_for_the_timed_wall_time(tf, prepared32):
     run = smoke_run(batch_size=16, epochs=2, steps_per_epoch=6, warmup_steps=2, timed_steps=10,
-               min_timed_steps=10, precision=None, synthetic_twin=False)  # fmt: skip
+               min_timed_steps=10, synthetic_twin=False)  # fmt: skip
     result = _repeat(tf, run, prepared32)
     assert len(result.step_s) == 10
     # The timed steps span two epochs; validation between them is not counted as step time.
@@ -42,7 +49,7 @@ def test_timed_steps_account_for_the_timed_wall_time(tf, prepared32):
 
 def test_the_time_budget_stops_after_the_minimum_steps(tf, prepared32):
     run = smoke_run(epochs=1, steps_per_epoch=50, warmup_steps=1, timed_steps=None,
-               min_timed_steps=3, time_budget_s=1e-6, precision=None, validate=False,
+               min_timed_steps=3, time_budget_s=1e-6, validate=False,
                synthetic_twin=False)  # fmt: skip
     result = _repeat(tf, run, prepared32)
     assert result.outcome == "ok" and len(result.step_s) == 3
@@ -71,7 +78,7 @@ def test_a_block_of_steps_gives_one_sample_of_the_per_step_time(tf, prepared32):
     samples times 4 account for the timed wall time. Whether block and single-step timing
     agree within a few percent is a measurement, in bench/bench_precision.py."""
     run = smoke_run(batch_size=32, epochs=1, steps_per_epoch=28, warmup_steps=4, timed_steps=None,
-               min_timed_steps=1, precision=None, time_budget_s=None, validate=False,
+               min_timed_steps=1, time_budget_s=None, validate=False,
                synthetic_twin=False)  # fmt: skip
     run = replace(run, device=replace(run.device, block_steps=4))
     result = _repeat(tf, run, prepared32)
@@ -79,3 +86,24 @@ def test_a_block_of_steps_gives_one_sample_of_the_per_step_time(tf, prepared32):
     assert len(result.warmup_s) == 1 and len(result.step_s) == 24 // 4
     assert result.steps_per_sample == 4
     assert 4 * sum(result.step_s) == pytest.approx(result.timed_wall_s, rel=0.05)
+
+
+def test_two_policies_take_turns_in_one_process(tf, prepared32, tmp_path):
+    """float32 and a copy of it under another name (an A/A pair), 4 steps a turn: each arm's
+    timed steps carry their rounds, both share the process, and the copy's step is float32's."""
+    base = smoke_run(batch_size=16, epochs=1, steps_per_epoch=30, warmup_steps=2,
+                     timed_steps=16, min_timed_steps=16, time_budget_s=None, validate=False,
+                     round_samples=4, round_seconds=None)  # fmt: skip
+    copy = replace(base, policy=Policy("float32_copy", "float32"))
+    progress = tmp_path / "progress"
+    result = _group(tf, [base, copy], prepared32, str(progress), (str(tmp_path / "a"), None))
+    a, b = result.arms
+    assert (a.policy, b.policy) == ("float32", "float32_copy")
+    assert a.process == b.process == result.process
+    assert a.outcome == b.outcome == "ok" and len(a.step_s) == len(b.step_s) == 16
+    assert a.rounds == [0] * 4 + [1] * 4 + [2] * 4 + [3] * 4 == b.rounds
+    assert 0.7 < sum(a.step_s) / sum(b.step_s) < 1.4
+    assert len(a.synthetic_step_s) == len(a.synthetic_rounds) > 0
+    assert progress.read_text() in ("float32", "float32_copy")  # whose turn it was last
+    # Only the arm given a folder is profiled, one folder per repeat.
+    assert a.profile.dir.endswith("a/repeat1") and b.profile is None

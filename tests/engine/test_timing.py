@@ -1,11 +1,13 @@
-"""The step clock: warm-up excluded; timing ends at the precision asked for, a count, a budget,
-or after a first timed step that alone is over the limit."""
+"""The step clock: warm-up excluded; timing ends at a count or a budget (never before the
+minimum), or after a first timed step that alone is over the limit; with arms taking turns,
+each arm's budget and wall time count its own turns only."""
 
 import itertools
 
 import pytest
 
-from mptbench.engine.timing import StepClock
+from mptbench.engine.rounds import Rounds
+from mptbench.engine.timing import StepClock, after_turn
 
 
 class FakeTime:
@@ -27,23 +29,21 @@ def _run(clock: StepClock, time: FakeTime, durations) -> int:
     return n
 
 
-def test_steady_steps_stop_once_the_median_is_known_to_the_precision():
+def test_steps_are_timed_to_the_count_however_steady_they_are():
+    """No stop on a within-process precision: three steady steps say nothing of the next
+    process (the interval is over processes)."""
     time = FakeTime()
-    clock = StepClock(2, 100, 10, None, precision=0.02, now=time)
+    clock = StepClock(2, 30, 10, None, now=time)
     steady = itertools.cycle([0.100, 0.101, 0.099, 0.1005])
     fed = _run(clock, time, (next(steady) for _ in range(200)))
-    assert clock.stopped_by == "precision"
-    assert fed == 2 + 10  # warm-up, then the minimum: already precise enough
-    assert clock.half_width <= 0.02
+    assert clock.stopped_by == "steps" and fed == 2 + 30 and len(clock.step_seconds) == 30
 
 
-def test_noisy_steps_run_to_the_count():
+def test_the_minimum_holds_against_the_budget():
     time = FakeTime()
-    clock = StepClock(0, 30, 10, None, precision=0.001, now=time)
-    noisy = itertools.cycle([0.1, 0.3, 0.05, 0.2])
-    _run(clock, time, (next(noisy) for _ in range(100)))
-    assert clock.stopped_by == "steps" and len(clock.step_seconds) == 30
-    assert clock.half_width > 0.001
+    clock = StepClock(0, 100, 5, 0.1, now=time)
+    _run(clock, time, [0.3] * 100)
+    assert clock.stopped_by == "budget" and len(clock.step_seconds) == 5
 
 
 def test_the_budget_stops_timing():
@@ -86,3 +86,27 @@ def test_a_block_is_one_sample_of_its_mean_step_and_warm_up_counts_steps():
     assert clock.step_seconds == pytest.approx([0.1, 0.2, 0.1]) and clock.steps_per_sample == 4
     assert stops == [False, False, False, True] and clock.stopped_by == "steps"
     assert clock.timed_wall_s == pytest.approx(0.4 + 0.8 + 0.4 + 2 * 0.01)
+
+
+def test_arms_taking_turns_count_their_own_turns_only():
+    """Two arms, turns of 2 steps: each arm's budget and wall time leave out the other's
+    turns, each timed step keeps its round, and the rounds alternate AB, BA, AB."""
+    time = FakeTime()
+    turns = Rounds(["a", "b"], samples=2)
+    clocks = {name: StepClock(1, 6, 1, 0.45, now=time) for name in ("a", "b")}
+    order = []
+    while turns.live:
+        arm = turns.current
+        order.append(arm)
+        clocks[arm].epoch_begin(0) if clocks[arm].step == 0 else None
+        clocks[arm].batch_begin()
+        time.t += 0.1 if arm == "a" else 0.05
+        after_turn(clocks[arm], turns, arm, clocks[arm].batch_end(1.0))
+    a, b = clocks["a"], clocks["b"]
+    assert order[:7] == ["a", "a", "a", "b", "b", "b", "b"]  # warm-up + 2, then b's, then b's
+    # a's budget (0.45 s of its own timed steps) ends it after 5; b's steps are shorter: 6.
+    assert (a.stopped_by, len(a.step_seconds)) == ("budget", 5)
+    assert (b.stopped_by, len(b.step_seconds)) == ("steps", 6)
+    assert a.timed_wall_s == pytest.approx(sum(a.step_seconds))
+    assert b.timed_wall_s == pytest.approx(sum(b.step_seconds))
+    assert a.rounds == [0, 0, 1, 1, 2] and b.rounds == [0, 0, 1, 1, 2, 2]

@@ -3,20 +3,21 @@
 import pytest
 
 from mptbench.core import stats
-from mptbench.core.jobs import ModelInfo, RepeatResult
+from mptbench.core.jobs import ArmResult, ModelInfo
 from mptbench.jobs.combine import combine, model_figures
 
 
 def _repeat(i, steps, outcome="ok", twin=None, reason=None):
-    return RepeatResult(
-        repeat=i, outcome=outcome, reason=reason, step_s=steps,
-        synthetic_step_s=twin or [], stopped_by="precision", half_width=0.01,
-        timed_wall_s=sum(steps), warmup_s=[1.0], epochs=[{"epoch": 1, "loss": 2.0}],
-        fingerprint={"host": f"h{i}"},
+    return ArmResult(
+        repeat=i, policy="float32", outcome=outcome, reason=reason, step_s=steps,
+        rounds=[0] * len(steps), synthetic_step_s=twin or [],
+        synthetic_rounds=[0] * len(twin or []), stopped_by="steps", timed_wall_s=sum(steps),
+        warmup_s=[1.0], epochs=[{"epoch": 1, "loss": 2.0}], fingerprint={"host": f"h{i}"},
+        process=f"p{i}",
     )  # fmt: skip
 
 
-def test_three_repeats_give_the_middle_median_and_an_interval_over_processes():
+def test_three_repeats_give_a_geometric_mean_and_a_t_interval_over_processes():
     repeats = [
         _repeat(0, [0.10, 0.11, 0.10], twin=[0.09, 0.09]),
         _repeat(1, [0.20, 0.21, 0.20], twin=[0.18, 0.18]),
@@ -27,21 +28,29 @@ def test_three_repeats_give_the_middle_median_and_an_interval_over_processes():
     record = {"predicted_step_s": 0.3} | model_figures(info, batch_size=8)
     combine(record, repeats, batch_size=8)
     assert record["outcome"] == "ok" and record["reason"] is None
-    assert record["ms_per_step"] == pytest.approx(150)
-    assert record["ms_per_step_ci_low"] < 120 and record["ms_per_step_ci_high"] > 190
+    geometric = (100 * 200 * 150) ** (1 / 3)
+    assert record["ms_per_step"] == pytest.approx(geometric)
+    assert record["ms_per_step_ci_low"] < 100 and record["ms_per_step_ci_high"] > 200
     assert record["timed_steps"] == 9 and len(record["repeats"]) == 3
     assert record["repeats"][1]["step_ms"] == [200.0, 210.0, 200.0]
-    assert record["synthetic_ms_per_step"] == pytest.approx(140)
-    assert record["input_bound_ratio"] == pytest.approx(150 / 140)
+    assert record["repeats"][1]["process"] == "p1" and record["repeats"][1]["rounds"] == [0] * 3
+    assert record["synthetic_ms_per_step"] == pytest.approx((90 * 180 * 140) ** (1 / 3))
+    # Each process's step over its twin's (10/9, 10/9, 15/14), then their geometric mean.
+    assert record["input_bound_ratio"] == pytest.approx((10 / 9 * 10 / 9 * 15 / 14) ** (1 / 3))
+    assert (
+        record["input_bound_ratio_ci_low"] < 15 / 14 < 10 / 9 < record["input_bound_ratio_ci_high"]
+    )
     assert record["flops_per_step"] == 4e9 and record["conv_flops_per_step"] == 3e9
     assert record["other_flops_per_step"] == 8e7 and record["parameters"] == 1234
-    assert record["achieved_tflops"] == pytest.approx(4e9 / 0.150 / 1e12)
-    assert record["achieved_tflops_compute"] == pytest.approx(4e9 / 0.140 / 1e12)
-    assert record["prediction_error"] == pytest.approx(0.3 / 0.150 - 1)
+    ms = record["ms_per_step"]
+    assert record["achieved_tflops"] == pytest.approx(4e9 / (ms / 1000) / 1e12)
+    compute = record["synthetic_ms_per_step"] / 1000
+    assert record["achieved_tflops_compute"] == pytest.approx(4e9 / compute / 1e12)
+    assert record["prediction_error"] == pytest.approx(0.3 / (ms / 1000) - 1)
     assert record["fingerprint"] == {"host": "h0"}
-    assert record["images_per_sec"] == pytest.approx(8 / 0.150)
-    low, high = stats.interval([r.step_s for r in repeats])
-    assert record["ms_per_step_ci_low"] == pytest.approx(1000 * low)
+    assert record["images_per_sec"] == pytest.approx(8 / (ms / 1000))
+    estimate = stats.step_estimate([r.step_s for r in repeats])
+    assert record["ms_per_step_ci_low"] == pytest.approx(1000 * estimate.low)
 
 
 def test_a_repeat_that_did_not_end_ok_decides_the_outcome_and_keeps_its_step():

@@ -1,5 +1,6 @@
-"""The train job's supervisor: repeats in fresh processes, one MLflow run, and a trainer that
-dies recorded as what the evidence says (oom only with a memory record)."""
+"""The train job's supervisor: a comparison group's repeats in fresh processes, one MLflow run
+per cell, and a trainer that dies recorded as what the evidence says (oom only with a memory
+record)."""
 
 import contextlib
 import json
@@ -18,44 +19,57 @@ from workflow_helpers import smoke_cell_run
 
 from mptbench.core.jobs import ProbePoint, ProbeResult, encode
 from mptbench.core.record import METRICS
-from mptbench.jobs.supervisor import train_cell
+from mptbench.jobs.group import train_group
 from mptbench.jobs.trainer import Trainer
 
 pytestmark = pytest.mark.slow
 
 
-def _run(batch_size=8, **train):
-    return smoke_cell_run(batch_size=batch_size, **train)
+def _run(batch_size=8, policy="float32", **train):
+    return smoke_cell_run(policy=policy, batch_size=batch_size, **train)
 
 
-def _job(tmp_path, prepared, tracking, **train):
-    paths = {name: tmp_path / f"{name}.json" for name in ("prepared", "tracking", "run")}
+def _job(tmp_path, prepared, tracking, policies=("float32",), **train):
+    """The supervisor's command line for a group of `policies`, and the first record's path."""
+    paths = {name: tmp_path / f"{name}.json" for name in ("prepared", "tracking")}
     paths["prepared"].write_text(json.dumps(prepared))
     paths["tracking"].write_text(json.dumps(tracking))
-    paths["run"].write_text(json.dumps(encode(_run(**train))))
-    record = tmp_path / "record.json"
+    runs, records = [], []
+    for policy in policies:
+        runs.append(tmp_path / f"run-{policy}.json")
+        runs[-1].write_text(json.dumps(encode(_run(policy=policy, **train))))
+        records.append(tmp_path / ("record.json" if not records else f"record-{policy}.json"))
     command = [
-        sys.executable, "-m", "mptbench.jobs.supervisor", "--run", str(paths["run"]),
+        sys.executable, "-m", "mptbench.jobs.supervisor", "--run", *map(str, runs),
         "--prepared", str(paths["prepared"]), "--tracking", str(paths["tracking"]),
-        "--record", str(record),
+        "--record", *map(str, records),
     ]  # fmt: skip
-    return command, record
+    return command, records[0]
 
 
-def test_a_cell_is_timed_in_repeats_and_logged_as_one_mlflow_run(tmp_path, prepared32, tracking):
-    command, record = _job(tmp_path, prepared32, tracking, repeats=2, epochs=2, steps_per_epoch=4,
+def test_a_group_is_timed_in_turns_in_repeats_and_logged_as_one_mlflow_run_per_cell(
+    tmp_path, prepared32, tracking
+):
+    command, record = _job(tmp_path, prepared32, tracking, ("float32", "mixed_float16"),
+                           repeats=2, max_repeats=2, epochs=2, steps_per_epoch=4,
                            warmup_steps=2, timed_steps=6, min_timed_steps=3)  # fmt: skip
-    command += ["--profile-dir", str(tmp_path / "profile")]
+    command += ["--profile-dir", str(tmp_path / "p32"), str(tmp_path / "p16")]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     data = json.loads(record.read_text())
-    assert data["outcome"] == "ok" and len(data["repeats"]) == 2
-    assert data["timed_steps"] == sum(len(r["step_ms"]) for r in data["repeats"])
-    assert data["ms_per_step_ci_low"] <= data["ms_per_step"] <= data["ms_per_step_ci_high"]
+    other = json.loads((tmp_path / "record-mixed_float16.json").read_text())
+    for cell in (data, other):
+        assert cell["outcome"] == "ok" and len(cell["repeats"]) == 2
+        assert cell["timed_steps"] == sum(len(r["step_ms"]) for r in cell["repeats"])
+        assert cell["ms_per_step_ci_low"] <= cell["ms_per_step"] <= cell["ms_per_step_ci_high"]
+    # Both policies ran in the same two processes, taking turns: the speedup pairs them.
+    assert [r["process"] for r in data["repeats"]] == [r["process"] for r in other["repeats"]]
+    assert all(len(r["rounds"]) == len(r["step_ms"]) for r in data["repeats"])
     assert data["images_per_sec"] == pytest.approx(8 / (data["ms_per_step"] / 1000))
     assert [e["epoch"] for e in data["epochs"]] == [1, 2]
     assert data["fingerprint"]["tensorflow"] == "2.21.0"
     assert data["config"]["variant"]["installed"] == {}
+    assert (data["baseline"], other["baseline"]) == (True, False)
     client = mlflow.MlflowClient(tracking["tracking_uri"])
     run = client.get_run(data["mlflow_run_id"])
     assert run.info.status == "FINISHED" and run.data.tags["outcome"] == "ok"
@@ -63,17 +77,17 @@ def test_a_cell_is_timed_in_repeats_and_logged_as_one_mlflow_run(tmp_path, prepa
     logged = {m for m in METRICS if data.get(m) is not None}
     assert logged <= set(run.data.metrics) and "ms_per_step_ci_high" in logged
     assert [m.step for m in client.get_metric_history(data["mlflow_run_id"], "loss")] == [1, 2]
-    # The first repeat was profiled: the breakdown, its raw profile and MLflow's copy of it.
+    # Each repeat was profiled: the breakdown, its raw profile and MLflow's copy of it.
     classes = data["breakdown"]["classes_ms"]
     assert sum(classes.values()) == pytest.approx(data["ms_per_step"], rel=0.1)
     assert Path(data["breakdown"]["xplane"]).is_file()
     assert "breakdown_host_overhead_ms" in run.data.metrics
     assert [a.path for a in client.list_artifacts(data["mlflow_run_id"], "profile")]
-    # A rerun of the same cell replaces its run: the store keeps one run per cell.
+    # A rerun of the same group replaces its runs: the store keeps one run per cell.
     assert subprocess.run(command, capture_output=True, timeout=300).returncode == 0
-    again = json.loads(record.read_text())
+    again = [json.loads(p.read_text()) for p in (record, tmp_path / "record-mixed_float16.json")]
     active = client.search_runs([tracking["experiment_id"]], "tags.`mptbench.cell` != ''")
-    assert [r.info.run_id for r in active] == [again["mlflow_run_id"]]
+    assert {r.info.run_id for r in active} == {r["mlflow_run_id"] for r in again}
     assert run.data.tags["mlflow.parentRunId"] == tracking["parent_run_id"]
 
 
@@ -197,8 +211,9 @@ def test_a_cell_over_budget_by_its_probe_starts_no_trainer(tmp_path, prepared32,
     run = _run(batch_size=64, max_step_seconds=3.0)
     point = ProbePoint(batch_size=2, first_step_s=5.0, steps_s=[4.0], step_s=4.0)
     probe = ProbeResult("tensorflow", "pypi", "cpu", "float32", 32, [point], {"host": "probe"})
-    trainer = Trainer("no-such-python", run, str(tmp_path / "record.json"))
-    record = train_cell(trainer, str(tmp_path / "prepared.json"), tracking, probe)
+    trainer = Trainer("no-such-python", [run], [str(tmp_path / "record.json")])
+    (record,) = train_group(trainer, str(tmp_path / "prepared.json"), tracking,
+                            {"float32": probe})  # fmt: skip
     assert record["outcome"] == "over_budget"
     assert record["reason"].startswith("a probe step at batch 2 already took 4.0 s")
     assert record["fingerprint"] == {"host": "probe"} and "ms_per_step" not in record

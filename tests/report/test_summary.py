@@ -1,8 +1,8 @@
-"""The peak a cell is held to, its MFU, and the speedup intervals drawn from raw steps."""
+"""The peak a cell is held to, its MFU, and speedups with their intervals over processes."""
 
 import pytest
 
-from mptbench.report.summary import peaks, summarise, verdict
+from mptbench.report.summary import peaks, summarise
 
 CALIBRATION = {
     "matmul": {"float32": {"tflops": 2.0}, "bfloat16": {"tflops": 6.0}},
@@ -33,34 +33,72 @@ def test_a_cell_above_its_peak_gets_no_mfu_but_a_note():
     assert out["peak_note"].startswith("calibration too low: this cell reached 1.4 TFLOP/s")
 
 
-def _record(policy, batch_size, steps, twin=None, dtype=None):
+def _record(policy, batch_size, processes, twins=None, dtype="float32", baseline=None):
+    """A record timed in `processes` ({process id: steps in ms}), each step its own round."""
+    repeats = []
+    for i, (process, steps) in enumerate(processes.items()):
+        twin = (twins or {}).get(process, [])
+        repeats.append({
+            "repeat": i + 1, "process": process, "outcome": "ok", "step_ms": steps,
+            "rounds": list(range(len(steps))), "synthetic_step_ms": twin,
+            "synthetic_rounds": list(range(len(twin))),
+        })  # fmt: skip
+    medians = [sorted(s)[len(s) // 2] for s in processes.values()]
     return {
-        "device": "cpu", "variant": "pypi", "policy": policy, "batch_size": batch_size,
-        "outcome": "ok", "ms_per_step": sorted(steps)[len(steps) // 2],
-        "synthetic_ms_per_step": sorted(twin)[len(twin) // 2] if twin else None,
-        "config": {"policy": {"compute_dtype": dtype or "float32"}},
-        "repeats": [{"step_ms": steps, "synthetic_step_ms": twin or []}],
+        "device": "cpu", "variant": "pypi", "model": "m", "backend": "tensorflow",
+        "policy": policy, "batch_size": batch_size, "outcome": "ok",
+        "ms_per_step": sorted(medians)[len(medians) // 2], "compute_dtype": dtype,
+        "baseline": dtype == "float32" if baseline is None else baseline, "repeats": repeats,
     }  # fmt: skip
 
 
-def test_speedups_come_with_intervals_end_to_end_and_compute_only():
-    base = [100.0 + d for d in range(-5, 6)]
-    half, third = [x / 2 for x in base], [x / 3 for x in base]
+# Three processes, each slower or faster as a whole (what a process does to every policy in it).
+LEVELS = {"p1": 1.00, "p2": 1.08, "p3": 0.95}
+
+
+def _steps(scale: float, ripple: int = 1) -> dict[str, list[float]]:
+    """Each process's six steps (one a round) at its level; `ripple` varies them a little."""
+    return {p: [100.0 * level * scale * (1 + 0.002 * (k * ripple % 6)) for k in range(6)]
+            for p, level in LEVELS.items()}  # fmt: skip
+
+
+def test_speedups_pair_the_processes_both_ran_in_end_to_end_and_compute_only():
     records = [
-        _record("float32", 8, base, twin=base),
-        _record("mixed_bfloat16", 8, half, twin=third, dtype="bfloat16"),
+        _record("fp32", 8, _steps(1), twins=_steps(1), baseline=True),
+        _record("mixed_bfloat16", 8, _steps(1 / 2, 5), twins=_steps(1 / 3, 5), dtype="bfloat16"),
     ]
     summary = summarise(records).set_index("policy")
     row = summary.loc["mixed_bfloat16"]
-    assert row["speedup_vs_baseline"] == pytest.approx(2.0)
-    assert row["speedup_ci_low"] < 2.0 < row["speedup_ci_high"]
+    assert row["speedup_vs_baseline"] == pytest.approx(2.0, rel=1e-3)
+    # The 8% between processes falls on both and cancels: a narrow interval over 3 processes.
+    assert row["speedup_ci_low"] < 2.0 < row["speedup_ci_high"] < 2.01
+    assert row["speedup_processes"] == 3 and row["speedup_paired"]
     assert row["speedup_verdict"] == "faster"
-    assert row["speedup_compute"] == pytest.approx(3.0)
+    assert row["speedup_compute"] == pytest.approx(3.0, rel=1e-3)
     assert row["speedup_compute_ci_low"] > row["speedup_ci_high"]
-    assert summary.loc["float32", "speedup_vs_baseline"] == 1.0
+    assert summary.loc["fp32", "speedup_vs_baseline"] == 1.0  # a baseline of another name
 
 
-def test_verdicts():
-    assert verdict(1.01, 1.2) == "faster"
-    assert verdict(0.8, 0.99) == "slower"
-    assert verdict(0.95, 1.05) == "no measurable difference"
+def test_cells_timed_in_different_processes_keep_the_spread_between_them():
+    records = [
+        _record("float32", 8, _steps(1)),
+        _record(
+            "mixed_bfloat16",
+            8,
+            {f"other-{p}": s for p, s in _steps(1 / 2).items()},
+            dtype="bfloat16",
+        ),  # fmt: skip
+    ]
+    row = summarise(records).set_index("policy").loc["mixed_bfloat16"]
+    assert row["speedup_vs_baseline"] == pytest.approx(2.0) and not row["speedup_paired"]
+    assert row["speedup_ci_high"] - row["speedup_ci_low"] > 0.1  # Welch, over processes
+
+
+def test_a_change_within_the_noise_is_no_measurable_difference():
+    records = [
+        _record("float32", 8, _steps(1)),
+        _record("float32_copy", 8, _steps(1 / 1.003), baseline=False),
+    ]
+    row = summarise(records).set_index("policy").loc["float32_copy"]
+    assert row["speedup_ci_low"] > 1  # the interval alone would call it faster
+    assert row["speedup_verdict"] == "no measurable difference"

@@ -8,7 +8,7 @@ from pathlib import Path
 SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
 
-from mptbench.core.cells import AXES, BACKENDS, GROUP_AXES, PROBE_AXES
+from mptbench.core.cells import BACKENDS, COMPARISON_AXES, GROUP_AXES, PROBE_AXES
 from mptbench.core.devices import PATTERN as DEVICE_PATTERN, Device
 from mptbench.core.jobs import encode
 from mptbench.core.links import experiment_link
@@ -67,9 +67,11 @@ workflow.register_envvars(
 EXPERIMENT = CFG["name"]
 DATASET = CFG["dataset"]
 CELLS = grid(CFG, DEVICES)
-CELL_BY_WILDCARDS = {
-    tuple(str(v) for v in cell.wildcards(EXPERIMENT).values()): cell for cell in CELLS
-}
+CELL_SET = set(CELLS)
+POLICIES = list(CFG["policy"])
+# A train job's outputs: each policy's record and profiles in the comparison group.
+GROUP_RECORDS = expand(layout.RUN_RECORD, policy=POLICIES, allow_missing=True)
+GROUP_PROFILES = expand(layout.PROFILE, policy=POLICIES, allow_missing=True)
 ARCHIVE = layout.archive_path(DATASET)
 PREPARED = layout.prepared(DATASET)
 TRACKING = layout.TRACKING.format(experiment=EXPERIMENT)
@@ -113,16 +115,23 @@ wildcard_constraints:
     key=r"[0-9a-f]{12}",
 
 
-def cell_of(wildcards):
-    key = tuple(str(wildcards[k]) for k in ("experiment", *AXES))
-    if key not in CELL_BY_WILDCARDS:
-        raise WorkflowError(f"{'/'.join(key)} is not a cell of experiment {EXPERIMENT}")
-    return CELL_BY_WILDCARDS[key]
+def group_of(wildcards):
+    """The cells of a comparison group: one per policy, the group's other axes the same."""
+    axes = {k: wildcards[k] for k in COMPARISON_AXES}
+    cells = [
+        Cell(**{**axes, "batch_size": int(axes["batch_size"]), "policy": p})
+        for p in POLICIES
+    ]
+    if not all(cell in CELL_SET for cell in cells):
+        raise WorkflowError(
+            f"{layout.COMPARISON.format(**axes)} is not a comparison of experiment {EXPERIMENT}"
+        )
+    return cells
 
 
-def train_run(wildcards):
-    """The cell's Run, as the job contract encodes it (a param: a change reruns the cell)."""
-    return encode(run_config(CFG, cell_of(wildcards)))
+def train_runs(wildcards):
+    """The group's Runs, as the job contract encodes them (a param: a change reruns it)."""
+    return [encode(run_config(CFG, cell)) for cell in group_of(wildcards)]
 
 
 def probe_run(wildcards):
@@ -151,11 +160,12 @@ def model_of(wildcards):
     return {"name": wildcards.model, **CFG["model"][wildcards.model]}
 
 
-def probe_of_cell(wildcards):
-    """The probe a cell predicts its step time from, when a step-time limit is set."""
+def probes_of_group(wildcards):
+    """The probes a group's cells predict their step time from, when a step-time limit is set."""
     if not CFG["train"]["max_step_seconds"]:
         return []
-    return layout.PROBE.format(**{k: wildcards[k] for k in ("experiment", *PROBE_AXES)})
+    axes = {k: wildcards[k] for k in ("experiment", *PROBE_AXES) if k != "policy"}
+    return [layout.PROBE.format(**axes, policy=policy) for policy in POLICIES]
 
 
 def variant_of(wildcards):

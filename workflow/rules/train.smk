@@ -60,15 +60,17 @@ rule probe:
 
 
 rule train:
+    # A comparison group: its cells (one per policy) timed together, taking turns in the same
+    # processes, so each speedup is measured paired; one record and one MLflow run per cell.
     input:
         prepared=PREPARED,
         tracking=TRACKING,
         env=layout.VARIANT_ENV,
         model=model_info_of,
-        probe=probe_of_cell,
+        probes=probes_of_group,
     output:
-        record=layout.RUN_RECORD,
-        profile=directory(layout.PROFILE),
+        records=GROUP_RECORDS,
+        profiles=directory(GROUP_PROFILES),
     log:
         layout.RUN_LOG,
     conda:
@@ -80,7 +82,7 @@ rule train:
         runtime=device_runtime,
         gpu=device_gpus,
     params:
-        run=train_run,
+        runs=train_runs,
     script:
         "../scripts/train.py"
 

@@ -1,4 +1,5 @@
-"""Train one grid cell (in a supervised child process) and write its run record."""
+"""Train one comparison group (its cells taking turns in supervised child processes) and write
+each cell's run record."""
 
 from _job import run
 
@@ -8,9 +9,9 @@ from mptbench.jobs.supervisor import supervise
 
 def work():
     return supervise(
-        decode(Run, snakemake.params.run), snakemake.input.prepared, snakemake.input.tracking,
-        snakemake.output.record, snakemake.input.env,
-        probe_file=str(snakemake.input.probe) or None, profile_dir=snakemake.output.profile,
+        [decode(Run, r) for r in snakemake.params.runs], snakemake.input.prepared,
+        snakemake.input.tracking, list(snakemake.output.records), snakemake.input.env,
+        probe_files=list(snakemake.input.probes), profile_dirs=list(snakemake.output.profiles),
         log_file=snakemake.log[0], model_info=snakemake.input.model,
     )  # fmt: skip
 

@@ -32,9 +32,16 @@ class Cell:
     def group(self) -> tuple[str, ...]:
         return tuple(getattr(self, a) for a in GROUP_AXES)
 
+    @property
+    def comparison(self) -> tuple:
+        return tuple(getattr(self, a) for a in COMPARISON_AXES)
+
 
 AXES = tuple(f.name for f in fields(Cell))
 # A report group: the cells that differ only in policy and batch size (one table, one plot).
 GROUP_AXES = AXES[:4]
 # What a probe is per: every axis but the batch size (it times its own two batch sizes).
 PROBE_AXES = AXES[:5]
+# A comparison group: the cells that differ only in policy, timed together in one job, taking
+# turns in the same processes (engine/rounds.py), so a speedup is measured paired.
+COMPARISON_AXES = tuple(a for a in AXES if a != "policy")

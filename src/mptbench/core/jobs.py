@@ -135,6 +135,9 @@ class TrainConfig:
     precision: float | None
     time_budget_s: float | None
     repeats: int
+    max_repeats: int
+    round_samples: int
+    round_seconds: float | None
     max_step_seconds: float | None
     probe_batch_sizes: tuple[int, ...]
     validate: bool
@@ -176,14 +179,18 @@ class Run:
 
 @dataclass(frozen=True)
 class RepeatJob:
-    """Train and time one repeat of a cell (profiled after its timed steps when profile_dir)."""
+    """One repeat of a comparison group, in one process: the cells of one model, backend,
+    variant, device and batch size (one Run per policy: its arms) trained and timed taking
+    turns in rounds; each ok arm then profiled where it has a profile_dir. The engine writes
+    the arm whose turn it is to `progress` (so a death is blamed on that arm)."""
 
     KIND: ClassVar[str] = "repeat"
     out: str
-    run: Run
+    runs: tuple[Run, ...]
     prepared: str  # the prepare rule's JSON
     repeat: int = 0
-    profile_dir: str | None = None
+    profile_dirs: tuple[str | None, ...] = ()
+    progress: str | None = None
 
 
 @dataclass(frozen=True)
@@ -246,22 +253,35 @@ class Profiled:
 
 
 @dataclass
-class RepeatResult:
+class ArmResult:
+    """What one repeat measured of one policy (an arm of its comparison group)."""
+
     repeat: int
+    policy: str
     fingerprint: dict[str, Any]
     outcome: str | None = None
     reason: str | None = None
     step_s: list[float] = field(default_factory=list)  # one per step, or per block: its mean
+    rounds: list[int] = field(default_factory=list)  # the round of each timed sample
     timed_wall_s: float | None = None
     stopped_by: str | None = None
-    half_width: float | None = None
     warmup_s: list[float] = field(default_factory=list)
     steps_per_sample: int = 1
     epochs: list[dict[str, Any]] = field(default_factory=list)
     synthetic_step_s: list[float] | None = None
+    synthetic_rounds: list[int] | None = None
     profile: Profiled | None = None
     profile_note: str | None = None
+    process: str | None = None  # the process it shared with the group's other arms
     cpu_percent: float | None = None  # the supervisor's measurement of the trainer
+
+
+@dataclass
+class RepeatResult:
+    """One process of a comparison group: every arm it timed."""
+
+    process: str
+    arms: list[ArmResult]
 
 
 @dataclass

@@ -4,7 +4,9 @@ fails the job loudly.
   ok           trained; timing recorded
   oom          out of memory: a ResourceExhaustedError, train.memory_limit_mb crossed, or the
                kernel's own record of an OOM kill (the cgroup's oom_kill count rose)
-  killed       the trainer died of a signal with no sign of memory trouble (signal recorded)
+  killed       the trainer died of a signal sent from outside (SIGKILL, SIGTERM, ...) with no
+               sign of memory trouble (signal recorded)
+  crashed      the trainer died of its own fault: SIGSEGV, SIGABRT, SIGBUS, SIGILL or SIGFPE
   nonfinite    the loss became NaN or Inf
   unsupported  no kernel is registered for this policy's dtype on this device
 
@@ -16,12 +18,15 @@ from __future__ import annotations
 
 import signal
 
-OUTCOMES = ("ok", "oom", "killed", "nonfinite", "unsupported", "over_budget")
+OUTCOMES = ("ok", "oom", "killed", "crashed", "nonfinite", "unsupported", "over_budget")
+# Signals a process raises on itself when it faults: a crash, not a kill from outside.
+CRASH_SIGNALS = ("SIGSEGV", "SIGABRT", "SIGBUS", "SIGILL", "SIGFPE")
 # How the report and the terminal name each outcome.
 WORDS = {
     "ok": "ok",
     "oom": "OOM",
     "killed": "killed",
+    "crashed": "crashed",
     "over_budget": "over budget",
     "nonfinite": "NaN/Inf",
     "unsupported": "unsupported",
@@ -39,6 +44,11 @@ def classify_death(code: int, over_limit: str | None, oom_record: str | None) ->
     if oom_record:
         return "oom", f"the kernel's OOM killer killed the trainer ({oom_record})"
     name = signal.Signals(-code).name if code < 0 else f"exit code {code}"
+    if name in CRASH_SIGNALS:
+        return "crashed", (
+            f"the trainer crashed with {name}: a fault of its own (the framework, a kernel, "
+            "memory corruption), not a kill from outside; its output is in the job's log"
+        )
     return "killed", (
         f"the trainer was killed by {name}; no out-of-memory record (memory limit not crossed, "
         "the cgroup's oom_kill count unchanged), so it was killed from outside"

@@ -1,10 +1,24 @@
-"""Uncertainty of timings: 95% intervals of a median step and of a ratio of two, by bootstrap.
+"""Uncertainty of timings: a step time and a speedup, each with an interval over processes.
 
-A cell may be measured in several processes (train.repeats); its step time is the median of
-its repeats' medians, and the interval comes from a two-level bootstrap: repeats resampled,
-then steps within each. With one repeat it covers the noise within that process only; with
-two or more it also covers what changes from one process to the next (placement, warm caches,
-other tenants), which on a shared machine is often the larger part.
+A cell is timed in several fresh processes (train.repeats, more while its speedup's interval
+is wider than train.precision). What changes from one process to the next (placement, warm
+caches, other tenants) is, on a shared machine, the larger part of the noise, so every interval
+is a Student t interval over processes, never over the steps within one (steps are
+autocorrelated, and a bootstrap that treats them as independent covers far too little):
+
+- a cell's step: the geometric mean of its processes' median steps, the interval a t interval
+  on their logarithms;
+- a speedup: the policies of one comparison group run in the same processes, taking turns in
+  rounds (engine/rounds.py), so each process gives one paired figure, the mean over its rounds
+  of log(baseline's round / policy's round); slow drift and what a process does to both cancel
+  in it. The speedup is exp of their mean, the interval a t interval over processes. Where
+  the first processes' spread says the interval would be wider than wanted, more processes
+  follow, as many as that spread asks for (Stein's two-stage procedure); the interval then
+  keeps the first stage's spread and degrees of freedom, so stopping when an interval happens
+  to look narrow cannot make it cover less.
+
+bench/bench_coverage.py checks by simulation that these intervals cover what they claim, and
+bench/bench_aa.py that an A/A comparison is called faster or slower at most 1 time in 20.
 """
 
 from __future__ import annotations
@@ -12,12 +26,13 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-
-import numpy as np
+from dataclasses import dataclass, replace
 
 CONFIDENCE = 0.95
-RESAMPLES = 2000
-SEED = 0  # a fixed seed: the same steps always give the same interval
+# A speedup within 1% of 1 is "no measurable difference" whatever its interval says, as
+# criterion.rs does: a real machine drifts by more than that from one run to the next.
+NOISE_THRESHOLD = 0.01
+MIN_PROCESSES = 2  # a t interval over processes needs two at least (three are the default)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -28,50 +43,152 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def _tails() -> tuple[float, float]:
-    return 100 * (1 - CONFIDENCE) / 2, 100 * (1 + CONFIDENCE) / 2
+def t_quantile(confidence: float, df: int) -> float:
+    """The two-sided Student t quantile: mean ± t·se holds the mean `confidence` of the time."""
+    from scipy.stats import t
+
+    return float(t.ppf((1 + confidence) / 2, df))
 
 
-def estimate(repeats: Sequence[Sequence[float]]) -> float:
-    """The median of the repeats' median steps."""
-    return statistics.median(statistics.median(r) for r in repeats)
+def simultaneous(confidence: float, count: int) -> float:
+    """The confidence each of `count` intervals needs for all of them to hold together at
+    `confidence` (Bonferroni): what an interval of the best of `count` cells must use."""
+    return 1 - (1 - confidence) / max(count, 1)
 
 
-def _resampled(repeats: list[np.ndarray], rng: np.random.Generator, n: int) -> np.ndarray:
-    """`n` bootstrap replicates of `estimate`: repeats resampled, then steps within each."""
-    k = len(repeats)
-    picks = rng.integers(0, k, size=(n, k)) if k > 1 else np.zeros((n, 1), dtype=int)
-    medians = np.empty((n, k))
-    for j, steps in enumerate(repeats):
-        draws = steps[rng.integers(0, len(steps), size=(n, len(steps)))]
-        medians[:, j] = np.median(draws, axis=1)
-    return np.median(np.take_along_axis(medians, picks, axis=1), axis=1)
+@dataclass(frozen=True)
+class Estimate:
+    """exp(mean of logs) with its t interval; `n` processes, `log_se` the standard error of the
+    mean log (None with fewer than two processes: no interval)."""
+
+    value: float
+    n: int
+    log_se: float | None
+    confidence: float = CONFIDENCE
+    df: int | None = None  # n - 1 unless the spread came from fewer (a first stage)
+
+    @property
+    def log_half_width(self) -> float | None:
+        if self.log_se is None:
+            return None
+        return t_quantile(self.confidence, self.df or self.n - 1) * self.log_se
+
+    @property
+    def low(self) -> float | None:
+        h = self.log_half_width
+        return None if h is None else self.value * math.exp(-h)
+
+    @property
+    def high(self) -> float | None:
+        h = self.log_half_width
+        return None if h is None else self.value * math.exp(h)
+
+    @property
+    def half_width(self) -> float | None:
+        """Half the interval's width relative to the value (0.05: ±5%)."""
+        if self.low is None:
+            return None
+        return (self.high - self.low) / 2 / self.value
+
+    def at(self, confidence: float) -> Estimate:
+        return replace(self, confidence=confidence)
 
 
-def replicates(repeats: Sequence[Sequence[float]], seed: int = SEED, n: int = RESAMPLES):
-    arrays = [np.asarray(r, dtype=float) for r in repeats if len(r)]
-    if not arrays:
-        raise ValueError("no timed steps")
-    return _resampled(arrays, np.random.default_rng(seed), n)
+def of_logs(
+    logs: Sequence[float], confidence: float = CONFIDENCE, first: int | None = None
+) -> Estimate:
+    """The estimate from one log figure per process. With `first` (the processes planned
+    before any was added for precision; Stein's two-stage procedure): the spread and the
+    degrees of freedom are the first stage's, the mean is over all, so the interval covers
+    what it claims however many processes its first stage asked for."""
+    if not logs:
+        raise ValueError("no process measured")
+    n, mean = len(logs), statistics.fmean(logs)
+    stage = logs[:first] if first and first < n else logs
+    if len(stage) < MIN_PROCESSES:
+        return Estimate(math.exp(mean), n, None, confidence)
+    se = statistics.stdev(stage) / math.sqrt(n)
+    return Estimate(math.exp(mean), n, se, confidence, df=len(stage) - 1)
 
 
-def interval(repeats: Sequence[Sequence[float]], seed: int = SEED) -> tuple[float, float]:
-    """95% interval of `estimate`."""
-    lo, hi = np.percentile(replicates(repeats, seed), _tails())
-    return float(lo), float(hi)
+def step_estimate(per_process_steps: Sequence[Sequence[float]]) -> Estimate:
+    """A cell's step: the geometric mean of its processes' median steps, with a t interval."""
+    medians = [statistics.median(s) for s in per_process_steps if len(s)]
+    return of_logs([math.log(m) for m in medians])
 
 
-def ratio_interval(
-    numerator: Sequence[Sequence[float]], denominator: Sequence[Sequence[float]]
-) -> tuple[float, float]:
-    """95% interval of estimate(numerator) / estimate(denominator), sampled independently."""
-    top = replicates(numerator, seed=SEED)
-    bottom = replicates(denominator, seed=SEED + 1)
-    lo, hi = np.percentile(top / bottom, _tails())
-    return float(lo), float(hi)
+def round_medians(steps: Sequence[float], rounds: Sequence[int]) -> dict[int, float]:
+    """Each round's median step of one arm (steps and their round numbers, aligned)."""
+    by_round: dict[int, list[float]] = {}
+    for step, r in zip(steps, rounds, strict=True):
+        by_round.setdefault(r, []).append(step)
+    return {r: statistics.median(s) for r, s in by_round.items()}
 
 
-def half_width(steps: Sequence[float], seed: int = SEED, n: int = 400) -> float:
-    """Half the 95% interval of one run's median step, relative to that median (0.02 = 2%)."""
-    lo, hi = np.percentile(replicates([steps], seed, n), _tails())
-    return float((hi - lo) / 2 / statistics.median(steps))
+def paired_log_ratio(baseline: dict[int, float], other: dict[int, float]) -> float | None:
+    """One process's paired figure: the mean over the rounds both arms timed of
+    log(baseline's round median / other's); None when they shared no round."""
+    shared = sorted(set(baseline) & set(other))
+    if not shared:
+        return None
+    return statistics.fmean(math.log(baseline[r] / other[r]) for r in shared)
+
+
+# One process's timing of one arm: (process id, its timed steps, the round of each step).
+Timed = tuple[str | None, Sequence[float], Sequence[int]]
+
+
+def paired_speedup(
+    baseline: Sequence[Timed], other: Sequence[Timed], first: int | None = None
+) -> Estimate | None:
+    """The other arm's speedup over the baseline from the processes both were timed in, round
+    by round, in the order they ran (`first` of them the first stage); None when they shared
+    no process (they were not timed in turns)."""
+    base = {p: round_medians(s, r) for p, s, r in baseline if p and len(s) and len(r) == len(s)}
+    logs = []
+    for process, steps, rounds in other:
+        if process in base and len(steps) and len(rounds) == len(steps):
+            figure = paired_log_ratio(base[process], round_medians(steps, rounds))
+            if figure is not None:
+                logs.append(figure)
+    return of_logs(logs, first=first) if logs else None
+
+
+def processes_for(first_stage: Estimate, precision: float, most: int) -> int:
+    """How many processes in all a comparison needs for an interval of ±precision, from its
+    first stage's spread (Stein): at least those already run, at most `most`."""
+    if first_stage.log_se is None:
+        return most
+    t = t_quantile(first_stage.confidence, first_stage.n - 1)
+    sd = first_stage.log_se * math.sqrt(first_stage.n)
+    needed = math.ceil((t * sd / math.log(1 + precision)) ** 2)
+    return max(first_stage.n, min(most, needed))
+
+
+def unpaired_log_ratios(baseline: Sequence[float], other: Sequence[float]) -> Estimate:
+    """The speedup from two cells timed in different processes (records from before rounds,
+    or hand-made): the ratio of geometric means of the processes' medians, with a Welch t
+    interval (Welch-Satterthwaite degrees of freedom)."""
+    a, b = [math.log(x) for x in baseline], [math.log(x) for x in other]
+    value = math.exp(statistics.fmean(a) - statistics.fmean(b))
+    if len(a) < MIN_PROCESSES or len(b) < MIN_PROCESSES:
+        return Estimate(value, min(len(a), len(b)), None)
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else 1
+    return Estimate(value, min(len(a), len(b)), se, df=max(int(df), 1))
+
+
+def verdict(estimate: Estimate) -> str | None:
+    """faster or slower only where the whole interval is on one side of 1 and the change is
+    beyond the noise threshold; otherwise no measurable difference. None without an interval
+    (one process): unjudged."""
+    if estimate.low is None:
+        return None
+    if abs(estimate.value - 1) < NOISE_THRESHOLD:
+        return "no measurable difference"
+    if estimate.low > 1:
+        return "faster"
+    if estimate.high < 1:
+        return "slower"
+    return "no measurable difference"

@@ -35,10 +35,7 @@ from mptbench.engine.startup import environment_facts
 def run(job: EngineJob):
     """The job's result."""
     if isinstance(job, RepeatJob):
-        session = start(job.run.backend.name)
-        result = run_repeat(session, job, read_json(job.prepared))
-        print(f"repeat {job.repeat + 1}: {result.outcome}", flush=True)
-        return result
+        return run_repeat(start(job.runs[0].backend.name), job, read_json(job.prepared))
     if isinstance(job, ProbeJob):
         return probe_cell(start(job.run.backend.name), job, read_json(job.prepared))
     if isinstance(job, CalibrateJob):

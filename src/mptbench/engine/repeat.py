@@ -1,87 +1,182 @@
-"""One repeat of a grid cell, in the engine: train the configured model under one policy and
-batch size, time it, and return what was measured (the supervisor combines the repeats).
+"""One repeat of a comparison group, in the engine: the cells of one model, backend, variant,
+device and batch size (one per policy: its arms) trained in one process, taking turns in
+rounds (engine/rounds.py), each timed step kept with its round; then each ok arm's synthetic
+twin, taking turns the same way, and its profile. The supervisor combines the repeats.
 
 How a cell can end is listed in core/outcomes.py.
 """
 
 from __future__ import annotations
 
-from mptbench.core.jobs import Profiled, RepeatJob, RepeatResult, Run
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mptbench.core.jobs import ArmResult, Profiled, RepeatJob, RepeatResult, Run
 from mptbench.engine import feed, timing
 from mptbench.engine.backends import Session
 from mptbench.engine.fingerprint import on_device
 from mptbench.engine.models import build_model, jit_setting
-from mptbench.engine.synthetic import synthetic_twin
+from mptbench.engine.rounds import Rounds
 
 # Op-level profiles are read from TensorFlow's profiler (jobs/profiles.py).
 PROFILED_BACKENDS = ("tensorflow",)
 
 
-def _timer(run: Run):
+@dataclass
+class Arm:
+    """One policy of the group in this process: its run, its model, what it measured."""
+
+    run: Run
+    result: ArmResult
+    model: Any = None
+    clock: timing.StepClock | None = None
+    error: BaseException | None = None
+
+    @property
+    def name(self) -> str:
+        return self.run.policy.name
+
+
+def _clock(run: Run) -> timing.StepClock:
     """This repeat's share of the cell's time budget, and the step-time guard."""
     train = run.train
-    return timing.make_step_timer(
+    return timing.StepClock(
         train.warmup_steps,
         train.timed_steps,
         train.min_timed_steps,
         train.time_budget_s / train.repeats if train.time_budget_s else None,
         train.warmup_epochs,
-        precision=train.precision,
         step_limit_s=train.max_step_seconds,
     )
 
 
-def _fit(session: Session, run: Run, prepared: dict, result: RepeatResult):
-    """Build the model and fit it with the step timer; returns (model, timer)."""
-    size = prepared["image_size"]
-    input_shape, num_classes = (size, size, 3), len(prepared["classes"])
-    jit = jit_setting(run.variant.jit_compile)
-    model = build_model(run.model, input_shape, num_classes, run.policy, jit, run.block_steps)
-    result.fingerprint["xla"] = bool(model.jit_compile)
-    train_ds, val_ds = feed.cell_data(session, run, prepared)
-    steps = run.train.steps_per_epoch or max(1, prepared["splits"]["train"] // run.cell.batch_size)
-    timer = _timer(run)
-    model.fit(
-        train_ds, epochs=run.train.epochs, steps_per_epoch=steps, validation_data=val_ds,
-        callbacks=[timer], verbose=run.train.verbose, shuffle=False,
-    )  # fmt: skip
-    return model, timer
+def _build(session: Session, arm: Arm, prepared: dict) -> None:
+    """The arm's model, built and compiled from the same seed as the others' (an arm that
+    cannot be built for a known reason gets that outcome)."""
+    size, run = prepared["image_size"], arm.run
+    session.keras.utils.set_random_seed(run.seed)
+    try:
+        arm.model = build_model(
+            run.model, (size, size, 3), len(prepared["classes"]), run.policy,
+            jit_setting(run.variant.jit_compile), run.block_steps,
+        )  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - classified, re-raised when unknown
+        _failed(session, arm, exc)
+        return
+    arm.result.fingerprint["xla"] = bool(arm.model.jit_compile)
 
 
-def _judge(session: Session, run: Run, prepared: dict, result: RepeatResult, model, clock):
-    """The outcome of a fit that ran, and what an ok one measured beyond its steps."""
-    limit = run.train.max_step_seconds
+def _failed(session: Session, arm: Arm, exc: BaseException) -> None:
+    outcome = session.classify(exc) if isinstance(exc, Exception) else None
+    if outcome is None:
+        raise exc
+    arm.result.outcome, arm.result.reason = outcome
+    arm.model = None
+    print(f"{arm.name}: {arm.result.outcome}: {arm.result.reason}", flush=True)
+
+
+def _progress(path: str | None):
+    """Writes the arm whose turn it is where the supervisor looks when the process dies."""
+    if not path:
+        return None
+    return lambda arm: Path(path).write_text(arm)
+
+
+def in_turns(arms: list[Arm], fits: dict[str, dict], clocks: dict, progress: str | None) -> None:
+    """Each arm's fit in its own thread, timed by its clock, taking turns in rounds; an arm
+    whose fit raises leaves the rotation and keeps its error."""
+    train = arms[0].run.train
+    turns = Rounds([a.name for a in arms], train.round_samples, train.round_seconds,
+                   _progress(progress))  # fmt: skip
+
+    def fit(arm: Arm) -> None:
+        timer = timing.make_step_timer(clocks[arm.name], turns, arm.name)
+        try:
+            arm.model.fit(**fits[arm.name], callbacks=[timer], shuffle=False)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            arm.error = exc
+        finally:
+            turns.leave(arm.name)
+
+    threads = [threading.Thread(target=fit, args=(arm,), name=arm.name) for arm in arms]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def _real(session: Session, arms: list[Arm], prepared: dict, job: RepeatJob) -> None:
+    """The timed steps on the cell's data, each arm with its clock, taking turns."""
+    fits = {}
+    for arm in arms:
+        run, examples = arm.run, prepared["splits"]["train"]
+        train_ds, val_ds = feed.cell_data(session, run, prepared)
+        steps = run.train.steps_per_epoch or max(1, examples // run.cell.batch_size)
+        arm.clock = _clock(run)
+        fits[arm.name] = dict(x=train_ds, validation_data=val_ds, epochs=run.train.epochs,
+                              steps_per_epoch=steps, verbose=run.train.verbose)  # fmt: skip
+    in_turns(arms, fits, {a.name: a.clock for a in arms}, job.progress)
+
+
+def _judge(session: Session, arm: Arm) -> None:
+    """The outcome of an arm that ran, from its clock (or its error)."""
+    if arm.error is not None:
+        _failed(session, arm, arm.error)
+        return
+    clock, limit = arm.clock, arm.run.train.max_step_seconds
     if clock.nonfinite:
         step, value = clock.nonfinite
-        result.outcome, result.reason = "nonfinite", f"loss became {value} at step {step}"
+        arm.result.outcome, arm.result.reason = "nonfinite", f"loss became {value} at step {step}"
     elif clock.over_budget:
-        result.outcome = "over_budget"
-        result.reason = (
+        arm.result.outcome = "over_budget"
+        arm.result.reason = (
             f"the first timed step took {clock.over_budget:.1f} s > train.max_step_seconds={limit}"
         )
     elif not clock.step_seconds:
         raise RuntimeError(
-            f"no step was timed: {clock.step} steps ran, "
-            f"{run.train.warmup_steps} of them warm-up; "
+            f"{arm.name}: no step was timed: {clock.step} steps ran, "
+            f"{arm.run.train.warmup_steps} of them warm-up; "
             "raise train.steps_per_epoch or train.epochs, or lower train.warmup_steps"
         )
     else:
-        result.outcome = "ok"
-        if run.train.synthetic_twin:
-            print("synthetic twin: the same steps on in-memory random data", flush=True)
-            result.synthetic_step_s = synthetic_twin(
-                session, model, run, prepared, run.cell.batch_size, len(clock.step_seconds)
-            )
+        arm.result.outcome = "ok"
 
 
-def _timing(result: RepeatResult, clock) -> None:
-    result.step_s = clock.step_seconds
-    result.timed_wall_s = clock.timed_wall_s
-    result.stopped_by = clock.stopped_by
-    result.half_width = clock.half_width
-    result.warmup_s = clock.warmup_seconds
-    result.steps_per_sample = clock.steps_per_sample
+def _record_timing(arm: Arm) -> None:
+    clock, result = arm.clock, arm.result
+    result.step_s, result.rounds = clock.step_seconds, clock.rounds
+    result.timed_wall_s, result.stopped_by = clock.timed_wall_s, clock.stopped_by
+    result.warmup_s, result.steps_per_sample = clock.warmup_seconds, clock.steps_per_sample
     result.epochs = clock.epochs
+
+
+def _twins(session: Session, arms: list[Arm], prepared: dict, job: RepeatJob) -> None:
+    """The same steps on random in-memory tensors (the synthetic twin), taking turns too: at
+    most as many as the real run timed and train.synthetic_max_steps."""
+    print("synthetic twins: the same steps on in-memory random data", flush=True)
+    fits, clocks = {}, {}
+    for arm in arms:
+        run = arm.run
+        timed = min(len(arm.result.step_s), run.train.synthetic_max_steps)
+        # The model is warm already; a few steps let the new input's function trace settle.
+        warmup = max(2, run.train.warmup_steps)
+        clocks[arm.name] = timing.StepClock(
+            warmup, timed, min(timed, run.train.min_timed_steps), None
+        )
+        data = feed.in_memory(session, run, prepared, run.cell.batch_size)
+        fits[arm.name] = dict(x=data, epochs=1, steps_per_epoch=warmup + timed * run.block_steps,
+                              verbose=0)  # fmt: skip
+    in_turns(arms, fits, clocks, job.progress)
+    for arm in arms:
+        if arm.error is None:
+            arm.result.synthetic_step_s = clocks[arm.name].step_seconds
+            arm.result.synthetic_rounds = clocks[arm.name].rounds
+        else:  # the twin is a measurement of compute alone: its failure costs the cell nothing
+            print(f"{arm.name}: synthetic twin failed: {arm.error}", flush=True)
+            arm.error = None
 
 
 def _optimizer_scope(model) -> str | None:
@@ -110,43 +205,53 @@ def _profile(session: Session, model, run: Run, prepared: dict, path: str) -> Pr
         def on_train_end(self, logs=None):
             tf.profiler.experimental.stop()
 
-    timer = timing.make_step_timer(block, steps, steps, None)
+    timer = timing.make_step_timer(timing.StepClock(block, steps, steps, None))
     model.fit(train_ds, epochs=1, steps_per_epoch=(1 + steps) * block,
               callbacks=[Profiler(), timer], verbose=0, shuffle=False)  # fmt: skip
     scopes = {"model_scope": model.name, "optimizer_scope": _optimizer_scope(model)}
     return Profiled(dir=path, steps=steps * block, step_s=timer.clock.step_seconds, scopes=scopes)
 
 
-def _profiled(session: Session, model, job: RepeatJob, prepared: dict, result: RepeatResult):
-    """An ok repeat's profile, or why it has none."""
+def _profiled(session: Session, arm: Arm, prepared: dict, path: str) -> None:
+    """An ok arm's profile, or why it has none."""
     if session.name not in PROFILED_BACKENDS:
-        result.profile_note = (
+        arm.result.profile_note = (
             f"op-level profiles are read for the tensorflow backend only, not {session.name}"
         )
         return
-    result.profile = _profile(session, model, job.run, prepared, job.profile_dir)
+    folder = Path(path) / f"repeat{arm.result.repeat + 1}"  # a profile per repeat
+    folder.mkdir(parents=True, exist_ok=True)
+    arm.result.profile = _profile(session, arm.model, arm.run, prepared, str(folder))
 
 
 def run_repeat(session: Session, job: RepeatJob, prepared: dict) -> RepeatResult:
-    """Train and time one repeat; known failures become its outcome, others are raised.
-
-    With the job's profile_dir (and train.profile_steps > 0), an ok repeat is then profiled."""
-    run = job.run
-    session.keras.utils.set_random_seed(run.seed)
-    facts = on_device(session, run.cell.device, run.device.tf32)
-    result = RepeatResult(repeat=job.repeat, fingerprint=facts)
-    timer = None
-    try:
-        model, timer = _fit(session, run, prepared, result)
-        _judge(session, run, prepared, result, model, timer.clock)
-        if result.outcome == "ok" and job.profile_dir and run.train.profile_steps:
-            _profiled(session, model, job, prepared, result)
-    except Exception as exc:  # noqa: BLE001 - classified below, re-raised when unknown
-        outcome = session.classify(exc)
-        if outcome is None:
-            raise
-        result.outcome, result.reason = outcome
-        print(f"{result.outcome}: {result.reason}", flush=True)
-    if timer is not None:
-        _timing(result, timer.clock)
-    return result
+    """Train and time one repeat of the group; known failures become an arm's outcome, others
+    are raised. Each ok arm with a profile_dir (and train.profile_steps > 0) is then profiled."""
+    process = uuid.uuid4().hex[:12]
+    first = job.runs[0]
+    facts = on_device(session, first.cell.device, first.device.tf32)
+    arms = [
+        Arm(run, ArmResult(repeat=job.repeat, policy=run.policy.name, fingerprint=dict(facts),
+                           process=process))
+        for run in job.runs
+    ]  # fmt: skip
+    for arm in arms:
+        _build(session, arm, prepared)
+    live = [a for a in arms if a.model is not None]
+    if live:
+        _real(session, live, prepared, job)
+    for arm in live:
+        _judge(session, arm)
+        if arm.clock is not None:
+            _record_timing(arm)
+    ok = [a for a in live if a.result.outcome == "ok"]
+    twins = [a for a in ok if a.run.train.synthetic_twin]
+    if twins:
+        _twins(session, twins, prepared, job)
+    dirs = dict(zip([a.name for a in arms], job.profile_dirs, strict=False))
+    for arm in ok:
+        if dirs.get(arm.name) and arm.run.train.profile_steps:
+            _profiled(session, arm, prepared, dirs[arm.name])
+    for arm in arms:
+        print(f"repeat {job.repeat + 1}, {arm.name}: {arm.result.outcome}", flush=True)
+    return RepeatResult(process=process, arms=[a.result for a in arms])

@@ -1,5 +1,5 @@
-"""Step timing inside Keras `fit`: warm-up excluded, then timed steps until the median is known
-to the precision asked for, or up to a count or a time budget."""
+"""Step timing inside Keras `fit`: warm-up excluded, then timed steps up to a count or a time
+budget; with arms taking turns (engine/rounds.py), each timed step's round is kept beside it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import time
 from typing import Any
 
-from mptbench.core import stats
+from mptbench.engine.rounds import Rounds
 
 
 class StepClock:
@@ -29,20 +29,17 @@ class StepClock:
         min_timed_steps: int,
         time_budget_s: float | None,
         warmup_epochs: int = 0,
-        precision: float | None = None,
         step_limit_s: float | None = None,
         now=time.perf_counter,
     ):
         self._now = now
         self.warmup_steps, self.warmup_epochs = warmup_steps, warmup_epochs
         self.timed_steps, self.min_timed_steps = timed_steps, min_timed_steps
-        self.time_budget_s, self.precision, self.step_limit_s = (
-            time_budget_s,
-            precision,
-            step_limit_s,
-        )
+        self.time_budget_s, self.step_limit_s = time_budget_s, step_limit_s
         self.step = 0
         self.step_seconds: list[float] = []  # one per step, or per block (its mean step)
+        self.rounds: list[int] = []  # the round of each timed sample, when arms take turns
+        self.last_timed, self.last_seconds = False, 0.0  # the sample that just ended
         self.steps_per_sample = 1
         self.warmup_seconds: list[float] = []
         # Wall time of the timed steps, epoch by epoch: validation and the epoch's end are
@@ -53,7 +50,6 @@ class StepClock:
         self.nonfinite: tuple[int, float] | None = None
         self.over_budget: float | None = None  # the first timed step, when it alone was too slow
         self.stopped_by = "epochs"  # until a rule below stops fit earlier
-        self.half_width: float | None = None
         self._t0 = self._epoch_t0 = 0.0
         self._epoch = 0
 
@@ -77,6 +73,7 @@ class StepClock:
         warmup = self.step < self.warmup_steps or self._epoch < self.warmup_epochs
         self.step += steps
         per_step = (now - self._t0) / steps
+        self.last_timed, self.last_seconds = not warmup, now - self._t0
         if warmup:
             self.warmup_seconds.append(per_step)
         else:
@@ -98,11 +95,6 @@ class StepClock:
             return True
         if n < self.min_timed_steps:
             return False
-        if self.precision:
-            self.half_width = stats.half_width(self.step_seconds)
-            if self.half_width <= self.precision:
-                self.stopped_by = "precision"
-                return True
         if self.timed_steps is not None and n >= self.timed_steps:
             self.stopped_by = "steps"
             return True
@@ -118,14 +110,27 @@ class StepClock:
             self._segment_start = None
 
 
-def make_step_timer(*clock_args, **clock_kwargs):
-    """A Keras callback around a StepClock (built lazily: importing Keras costs seconds)."""
+def after_turn(clock: StepClock, turns: Rounds, arm: str, stop: bool) -> None:
+    """After each sample of an arm taking turns: tell the rounds, keep the sample's round, and
+    when the turn has passed to another arm, close the clock's timed span (its wall time and
+    its budget count its own turns only)."""
+    round_ = turns.end(arm, clock.last_timed, clock.last_seconds, done=stop)
+    if clock.last_timed:
+        clock.rounds.append(round_)
+    if turns.current != arm:
+        clock.close_segment()
+
+
+def make_step_timer(clock: StepClock, turns: Rounds | None = None, arm: str | None = None):
+    """A Keras callback around a StepClock (Keras is imported here: only once the backend is
+    chosen). With `turns`, the arm waits for its turn before each sample and passes the turn
+    on when its turn is over."""
     import keras
 
     class StepTimer(keras.callbacks.Callback):
         def __init__(self):
             super().__init__()
-            self.clock = StepClock(*clock_args, **clock_kwargs)
+            self.clock = clock
             self.first_batch = 0
 
         def on_epoch_begin(self, epoch, logs=None):
@@ -135,16 +140,23 @@ def make_step_timer(*clock_args, **clock_kwargs):
             self.clock.epoch_end(epoch, logs)
 
         def on_train_batch_begin(self, batch, logs=None):
+            if turns is not None:
+                turns.begin(arm)
             self.first_batch = batch
             self.clock.batch_begin()
 
         def on_train_batch_end(self, batch, logs=None):
             loss = float((logs or {}).get("loss", 0.0))  # reading it back waits for the device
             # Keras passes a block's first step to begin and its last to end.
-            if self.clock.batch_end(loss, steps=batch - self.first_batch + 1):
+            stop = self.clock.batch_end(loss, steps=batch - self.first_batch + 1)
+            if stop:
                 self.model.stop_training = True
+            if turns is not None:
+                after_turn(self.clock, turns, arm, stop)
 
         def on_train_end(self, logs=None):
             self.clock.close_segment()
+            if turns is not None:
+                turns.leave(arm)
 
     return StepTimer()

@@ -1,18 +1,20 @@
-"""A cell's figures from its repeats: the median step with its 95% interval, the twin's, FLOP
-rates, and each repeat's raw steps (in ms: the report's speedup intervals are drawn from them).
+"""A cell's figures from its repeats: its step with a 95% interval over processes, the twin's,
+FLOP rates, and each repeat's raw steps with their rounds and process (in ms: the report
+pairs them with the baseline's, process by process and round by round, for the speedup).
 
-The cell's step is the median of its repeats' median steps (for three repeats: the middle one,
-i.e. MLPerf's rule of dropping the fastest and the slowest); its interval is a two-level
-bootstrap (stats.py), so it covers the variation between processes as well as within one.
+The cell's step is the geometric mean of its repeats' median steps, its interval a t interval
+over processes on their logarithms (core/stats.py): what changes from one process to the next
+is in it, and with one repeat there is none.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any
 
 from mptbench.core import stats
-from mptbench.core.jobs import ModelInfo, RepeatResult
+from mptbench.core.jobs import ArmResult, ModelInfo
 from mptbench.core.stats import percentile
 from mptbench.jobs.profiles import breakdown, xplane_of
 
@@ -22,26 +24,25 @@ def _ms(seconds: list[float]) -> list[float]:
 
 
 def step_figures(repeats: list[list[float]], batch_size: int, prefix: str = "ms_per_step"):
-    """The median step over repeats of step seconds, its interval and spread, in ms."""
-    estimate = stats.estimate(repeats)
-    low, high = stats.interval(repeats)
+    """A cell's step over repeats of step seconds, its interval and spread, in ms."""
+    estimate = stats.step_estimate(repeats)
     pooled = [s for steps in repeats for s in steps]
     figures = {
-        prefix: 1000 * estimate,
-        f"{prefix}_ci_low": 1000 * low,
-        f"{prefix}_ci_high": 1000 * high,
+        prefix: 1000 * estimate.value,
+        f"{prefix}_ci_low": None if estimate.low is None else 1000 * estimate.low,
+        f"{prefix}_ci_high": None if estimate.high is None else 1000 * estimate.high,
     }
     if prefix == "ms_per_step":
         figures.update(
             ms_per_step_p10=1000 * percentile(pooled, 10),
             ms_per_step_p90=1000 * percentile(pooled, 90),
-            images_per_sec=batch_size / estimate,
+            images_per_sec=batch_size / estimate.value,
             timed_steps=len(pooled),
         )
     return figures
 
 
-def _outcome(repeats: list[RepeatResult]) -> tuple[str, str | None]:
+def _outcome(repeats: list[ArmResult]) -> tuple[str, str | None]:
     for r in repeats:
         if r.outcome != "ok":
             where = f"repeat {r.repeat + 1}: " if len(repeats) > 1 else ""
@@ -49,17 +50,19 @@ def _outcome(repeats: list[RepeatResult]) -> tuple[str, str | None]:
     return "ok", None
 
 
-def _per_repeat(r: RepeatResult) -> dict[str, Any]:
+def _per_repeat(r: ArmResult) -> dict[str, Any]:
     return {
         "repeat": r.repeat + 1,
+        "process": r.process,
         "outcome": r.outcome,
         "ms_per_step": 1000 * statistics.median(r.step_s) if r.step_s else None,
         "cpu_percent": r.cpu_percent,
         "stopped_by": r.stopped_by,
-        "half_width": r.half_width,
         "timed_wall_s": r.timed_wall_s,
         "step_ms": _ms(r.step_s),
+        "rounds": r.rounds,
         "synthetic_step_ms": _ms(r.synthetic_step_s or []),
+        "synthetic_rounds": r.synthetic_rounds or [],
         "warmup_ms": _ms(r.warmup_s),
     }
 
@@ -91,7 +94,7 @@ def model_figures(info: ModelInfo | None, batch_size: int) -> dict[str, Any]:
     return figures | {k: getattr(info, k) for k in keep if getattr(info, k)}
 
 
-def combine(record: dict[str, Any], repeats: list[RepeatResult], batch_size: int) -> None:
+def combine(record: dict[str, Any], repeats: list[ArmResult], batch_size: int) -> None:
     """Fill the cell's record from its repeats' results."""
     record["outcome"], record["reason"] = _outcome(repeats)
     record["repeats"] = [_per_repeat(r) for r in repeats]
@@ -111,17 +114,33 @@ def combine(record: dict[str, Any], repeats: list[RepeatResult], batch_size: int
     vals = [e["val_accuracy"] for e in record["epochs"] if "val_accuracy" in e]
     record["final_val_accuracy"] = vals[-1] if vals else None
     ok = [r for r in timed if r.outcome == "ok"]
-    twins = [r.synthetic_step_s for r in ok if r.synthetic_step_s]
+    twins = [r for r in ok if r.synthetic_step_s]
     if twins:
-        record.update(step_figures(twins, batch_size, prefix="synthetic_ms_per_step"))
-        record["input_bound_ratio"] = record["ms_per_step"] / record["synthetic_ms_per_step"]
+        record.update(step_figures([r.synthetic_step_s for r in twins], batch_size,
+                                   prefix="synthetic_ms_per_step"))  # fmt: skip
+        record.update(_input_bound(twins))
     if ok:
         _rates(record)
     if record.get("predicted_step_s"):
         record["prediction_error"] = record["predicted_step_s"] / (record["ms_per_step"] / 1000) - 1
 
 
-def attach_breakdown(record: dict[str, Any], repeats: list[RepeatResult]) -> None:
+def _input_bound(repeats: list[ArmResult]) -> dict[str, Any]:
+    """The step over its synthetic twin's, process by process (both ran in the same one), with
+    a t interval over processes: an input-bound verdict needs the whole interval above 1."""
+    logs = [
+        math.log(statistics.median(r.step_s) / statistics.median(r.synthetic_step_s))
+        for r in repeats
+    ]
+    estimate = stats.of_logs(logs)
+    return {
+        "input_bound_ratio": estimate.value,
+        "input_bound_ratio_ci_low": estimate.low,
+        "input_bound_ratio_ci_high": estimate.high,
+    }
+
+
+def attach_breakdown(record: dict[str, Any], repeats: list[ArmResult]) -> None:
     """The op-class breakdown of the repeat that was profiled, against the cell's median step."""
     profiled = next((r.profile for r in repeats if r.profile), None)
     if not profiled or record.get("outcome") != "ok" or not profiled.step_s:

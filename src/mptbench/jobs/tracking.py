@@ -4,6 +4,7 @@ per grid cell nested under it."""
 from __future__ import annotations
 
 import os
+import time
 import unittest.mock
 from pathlib import Path
 from typing import Any
@@ -129,7 +130,8 @@ def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
 
 class CellRun:
     """The MLflow run of one grid cell; earlier runs of the same cell are moved to the trash,
-    so the store holds one run per cell however often a cell is rerun."""
+    so the store holds one run per cell however often a cell is rerun. Written through the
+    client, by run id: a comparison group's job has all its cells' runs open at once."""
 
     def __init__(
         self,
@@ -137,9 +139,12 @@ class CellRun:
         cell_label: str,
         run_name: str,
         tags: dict[str, Any] | None = None,
+        sampling_s: float = 10,
     ):
         self.mlflow = _mlflow(tracking["tracking_uri"])
+        self.uri = tracking["tracking_uri"]
         self.system_metrics = bool(tracking.get("system_metrics"))
+        self.sampling_s = sampling_s
         self.client = self.mlflow.MlflowClient()
         self.experiment_id = tracking["experiment_id"]
         self.cell_label = cell_label
@@ -149,79 +154,102 @@ class CellRun:
         if tracking.get("parent_run_id"):
             self.tags["mlflow.parentRunId"] = tracking["parent_run_id"]
         self.run = None
+        self.monitor = None
         self.status = "FINISHED"  # how the run ends unless an exception ends it FAILED
 
     def __enter__(self):
         earlier = self.client.search_runs(
             [self.experiment_id], filter_string=f"tags.`mptbench.cell` = '{self.cell_label}'"
         )
+        self.run = self.client.create_run(self.experiment_id, tags=self.tags,
+                                          run_name=self.run_name)  # fmt: skip
         if self.system_metrics:
-            # CPU/GPU utilisation and memory beside the run (system/* metrics; GPUs via pynvml).
-            # Each sample also rereads the run from the store: sampled every 2 s it slowed the
-            # steps it overlapped by about 11% on 2 cores, so it samples every 10 s.
-            self.mlflow.set_system_metrics_sampling_interval(10)
-            self.mlflow.set_system_metrics_samples_before_logging(1)
-        self.run = self.mlflow.start_run(
-            experiment_id=self.experiment_id,
-            run_name=self.run_name,
-            tags=self.tags,
-            log_system_metrics=self.system_metrics,
-        )
+            self._monitor()
         for old in earlier:
             if old.info.status == "RUNNING":  # its job was killed (kill -9) before it could say so
                 self.client.set_terminated(old.info.run_id, status="KILLED")
             self.client.delete_run(old.info.run_id)
         return self
 
+    def _monitor(self) -> None:
+        """CPU/GPU utilisation and memory beside the run (system/* metrics; GPUs via pynvml).
+        Each sample also rereads the run from the store: sampled every 2 s it slowed the steps
+        it overlapped by about 11% on 2 cores, so it samples every 10 s (every 10 s times the
+        group's cells, for each cell of a comparison group)."""
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        self.monitor = SystemMetricsMonitor(
+            self.run_id, sampling_interval=self.sampling_s, samples_before_logging=1,
+            tracking_uri=self.uri,
+        )  # fmt: skip
+        self.monitor.start()
+
     @property
     def run_id(self) -> str:
         return self.run.info.run_id
+
+    def _batch(self, metrics=(), params=(), tags=()) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+
+        now = int(time.time() * 1000)
+        self.client.log_batch(
+            self.run_id,
+            metrics=[Metric(k, float(v), now, step) for k, v, step in metrics],
+            params=[Param(k, v) for k, v in params],
+            tags=[RunTag(k, v) for k, v in tags],
+        )
 
     def log_params(self, params: dict[str, Any]) -> None:
         flat = {k: ("" if v is None else str(v))[:6000] for k, v in flatten(params).items()}
         items = list(flat.items())
         for i in range(0, len(items), 90):
-            self.mlflow.log_params(dict(items[i : i + 90]))
+            self._batch(params=items[i : i + 90])
 
     def log_fingerprint(self, fingerprint: dict[str, Any]) -> None:
         """The hardware and build facts as tags (searchable: tags.`fp.cpu.model` = '...')."""
         tags = {k: str(v)[:5000] for k, v in flatten(fingerprint, "fp").items() if v is not None}
-        self.mlflow.set_tags(tags)
+        self._batch(tags=list(tags.items()))
 
     def log_artifacts(self, folder: str, name: str) -> None:
-        self.mlflow.log_artifacts(folder, name)
+        self.client.log_artifacts(self.run_id, folder, name)
 
     def log_artifact(self, path: str, folder: str) -> None:
-        self.mlflow.log_artifact(path, folder)
+        self.client.log_artifact(self.run_id, path, folder)
 
     def log_dataset(self, prepared: dict[str, Any]) -> None:
         """The cache the cell read, as the run's input dataset (with its digest)."""
         from mlflow.data.dataset_source_registry import resolve_dataset_source
         from mlflow.data.meta_dataset import MetaDataset
+        from mlflow.entities import DatasetInput, InputTag
+        from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
         if not prepared.get("data_dir"):  # dataset=synthetic: random tensors, nothing read
-            self.mlflow.set_tag("dataset", f"{prepared['dataset']} (random tensors, no files)")
+            self._batch(tags=[("dataset", f"{prepared['dataset']} (random tensors, no files)")])
             return
         source = resolve_dataset_source(str(prepared.get("source") or prepared["data_dir"]))
         name = f"{prepared['dataset']}-{prepared['image_size']}px"
         digest = prepared.get("digest")
         # MLflow keeps at most 36 characters of a digest: its first 16 there, all of it a tag.
         dataset = MetaDataset(source, name=name, digest=digest[:16] if digest else None)
-        self.mlflow.log_input(dataset, context="training")
+        context = InputTag(key=MLFLOW_DATASET_CONTEXT, value="training")
+        self.client.log_inputs(self.run_id, [DatasetInput(dataset._to_mlflow_entity(), [context])])
         if digest:
-            self.mlflow.set_tag("dataset_sha256", digest)
+            self._batch(tags=[("dataset_sha256", digest)])
 
     def log_epochs(self, epochs: list[dict[str, Any]]) -> None:
-        for entry in epochs:
-            metrics = {k: v for k, v in entry.items() if k != "epoch"}
-            self.mlflow.log_metrics(metrics, step=int(entry["epoch"]))
+        metrics = [
+            (k, v, int(entry["epoch"])) for entry in epochs for k, v in entry.items()
+            if k != "epoch"
+        ]  # fmt: skip
+        if metrics:
+            self._batch(metrics=metrics)
 
     def finish(
         self, metrics: dict[str, float], tags: dict[str, Any], record: dict[str, Any]
     ) -> None:
-        self.mlflow.log_metrics({k: float(v) for k, v in metrics.items() if v is not None})
-        self.mlflow.set_tags({k: str(v) for k, v in tags.items()})
-        self.mlflow.log_dict(record, "run_record.json")
+        values = [(k, v, 0) for k, v in metrics.items() if v is not None]
+        self._batch(metrics=values, tags=[(k, str(v)) for k, v in tags.items()])
+        self.client.log_dict(self.run_id, record, "run_record.json")
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:
@@ -230,7 +258,9 @@ class CellRun:
             status = "FAILED"
         else:  # stopped from outside: Ctrl-C, SIGTERM (scancel, a time limit)
             status = "KILLED"
-        self.mlflow.end_run(status=status)
+        if self.monitor is not None:
+            self.monitor.finish()
+        self.client.set_terminated(self.run_id, status=status)
         return False
 
 

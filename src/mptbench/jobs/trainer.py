@@ -1,12 +1,14 @@
 """The trainer of a train or probe job: the engine, started in the variant's Python once per
-repeat (or once for the probe), and what became of it.
+repeat of a comparison group (or once for the probe), and what became of it.
 
 A trainer that dies of a signal, or crosses train.memory_limit_mb, leaves evidence for an
-outcome (core/outcomes.py); any other failure fails the job.
+outcome (core/outcomes.py), and the engine's progress file says whose turn it was; any other
+failure fails the job.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from mptbench.core.jobs import ProbeJob, ProbeResult, RepeatJob, RepeatResult, Run
@@ -15,29 +17,60 @@ from mptbench.jobs.launcher import Engine, EngineFailed, environment
 TrainerFailed = EngineFailed  # the trainer exited with an error: its log holds the traceback
 
 
-class Trainer:
-    """One cell's engine: its job files beside the record, and how each repeat ended."""
+@dataclass
+class Death:
+    """A trainer that died: the outcome and reason the evidence gives, and the policy whose
+    turn it was (None when the engine had not said)."""
 
-    def __init__(self, python: str, run: Run, record: str, profile_dir: str | None = None):
-        self.run, self.profile_dir = run, profile_dir
-        record = Path(record)
-        self.out = record.with_name(f".{record.name}.out")
-        # The finished record, kept until MLflow has it: Snakemake removes a failed job's
-        # outputs, not this file, so a rerun logs it instead of training again.
-        self.pending = record.with_name(f".{record.name}.pending")
+    outcome: str
+    reason: str
+    policy: str | None
+
+
+class Trainer:
+    """One comparison group's engine: its job files beside the first record, and how each
+    repeat ended."""
+
+    def __init__(
+        self,
+        python: str,
+        runs: list[Run],
+        records: list[str],
+        profile_dirs: list[str | None] | None = None,
+    ):
+        self.runs = list(runs)
+        self.records = [Path(r) for r in records]
+        names = [r.policy.name for r in runs]
+        self.profile_dirs = dict(zip(names, profile_dirs or [], strict=False))
+        first = self.records[0]
+        self.out = first.with_name(f".{first.name}.out")
+        self.progress = first.with_name(f".{first.name}.progress")
+        # Each finished record, kept until MLflow has it: Snakemake removes a failed job's
+        # outputs, not these files, so a rerun logs them instead of training again.
+        self.pending = [r.with_name(f".{r.name}.pending") for r in self.records]
+        run = self.runs[0]
         self.engine = Engine(
             python, environment(run.variant.env, run.device.name, run.backend.name)
         )
 
-    def repeat(self, prepared: str, repeat: int) -> RepeatResult | tuple[str, str]:
-        """One repeat's result; or, when its trainer died, (outcome, reason). The first repeat
-        is profiled after its timed steps (train.profile_steps)."""
-        profile_dir = self.profile_dir if repeat == 0 else None
-        job = RepeatJob(str(self.out), self.run, prepared, repeat, profile_dir)
-        finished = self.engine.launch(job, RepeatResult, self.run.train.memory_limit_mb)
-        if finished.death:
-            return finished.death
-        finished.result.cpu_percent = finished.cpu_percent
+    @property
+    def run(self) -> Run:
+        return self.runs[0]
+
+    def repeat(self, prepared: str, repeat: int, runs: list[Run]) -> RepeatResult | Death:
+        """One repeat of `runs` (the arms still timing); or, when the trainer died, how."""
+        dirs = tuple(self.profile_dirs.get(r.policy.name) for r in runs)
+        job = RepeatJob(str(self.out), tuple(runs), prepared, repeat, dirs, str(self.progress))
+        self.progress.unlink(missing_ok=True)
+        try:
+            finished = self.engine.launch(job, RepeatResult, runs[0].train.memory_limit_mb)
+            if finished.death:
+                turn = self.progress.read_text().strip() if self.progress.exists() else None
+                return Death(*finished.death, turn or None)
+        finally:
+            self.progress.unlink(missing_ok=True)
+        for arm in finished.result.arms:
+            arm.cpu_percent = finished.cpu_percent
         return finished.result
 
     def probe(self, prepared: str) -> ProbeResult:

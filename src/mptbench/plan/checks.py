@@ -113,6 +113,10 @@ def _train(train: dict[str, Any]) -> None:
             f"train.probe_batch_sizes: {train['probe_batch_sizes']} needs two batch sizes, "
             "the smaller first"
         )
+    if train["max_repeats"] < train["repeats"]:
+        raise ConfigError(
+            f"train.max_repeats: {train['max_repeats']} is below train.repeats ({train['repeats']})"
+        )
     if train["timed_steps"] is not None and train["timed_steps"] < train["min_timed_steps"]:
         raise ConfigError(
             f"train.timed_steps: {train['timed_steps']} is below train.min_timed_steps "

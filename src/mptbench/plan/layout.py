@@ -17,10 +17,13 @@ RESULTS = "results/{experiment}"
 CELL = "/".join(f"{{{axis}}}" for axis in AXES[:-1]) + "/bs{batch_size}"
 PROBE_CELL = "/".join(f"{{{axis}}}" for axis in PROBE_AXES)
 GROUP = "/".join(f"{{{axis}}}" for axis in GROUP_AXES)
+# A comparison group's train job (its cells differ only in policy): its log, its profiles.
+COMPARISON = GROUP + "/bs{batch_size}"
 RUN_RECORD = RESULTS + "/runs/" + CELL + ".json"
-RUN_LOG = RESULTS + "/logs/train/" + CELL + ".log"
-# The raw op-level profile of a cell (TensorBoard/XProf: logdir/plugins/profile/...).
-PROFILE = RESULTS + "/profiles/" + CELL
+RUN_LOG = RESULTS + "/logs/train/" + COMPARISON + ".log"
+# The raw op-level profiles of a cell, one folder per repeat (TensorBoard/XProf:
+# logdir/plugins/profile/...).
+PROFILE = RESULTS + "/profiles/" + COMPARISON + "/{policy}"
 PROBE = RESULTS + "/probes/" + PROBE_CELL + ".json"
 PROBE_LOG = RESULTS + "/logs/probe/" + PROBE_CELL + ".log"
 # What a model is (it builds; its parameters and FLOPs), once per model configuration and

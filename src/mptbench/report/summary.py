@@ -4,6 +4,7 @@ adds (the peak the cell is held to, MFU)."""
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 import pandas as pd
@@ -107,17 +108,28 @@ def row_of(record: dict[str, Any], calibrations: dict) -> dict[str, Any]:
     return row
 
 
-def raw_steps(record: dict[str, Any], key: str) -> list[list[float]]:
-    """Each repeat's timed steps (ms) of the real run (step_ms) or the twin (synthetic_step_ms)."""
-    return [r[key] for r in record.get("repeats") or [] if r.get(key)]
+def timed(record: dict[str, Any], steps: str, rounds: str) -> list[stats.Timed]:
+    """A record's ok repeats as (process, steps, rounds): the real run's (step_ms, rounds) or
+    the twin's (synthetic_step_ms, synthetic_rounds)."""
+    return [
+        (r.get("process"), r[steps], r.get(rounds) or [])
+        for r in record.get("repeats") or []
+        if r.get(steps) and r.get("outcome", "ok") == "ok"
+    ]
 
 
-def verdict(low: float, high: float) -> str:
-    if low > 1:
-        return "faster"
-    if high < 1:
-        return "slower"
-    return "no measurable difference"
+def speedup(baseline: dict, other: dict, steps: str, rounds: str):
+    """(the other record's speedup over the baseline's, whether it was measured paired):
+    paired where the two were timed in the same processes taking turns (core/stats.py), else
+    from the processes' medians; None without timed steps on both sides."""
+    base, mine = timed(baseline, steps, rounds), timed(other, steps, rounds)
+    paired = stats.paired_speedup(base, mine)
+    if paired is not None:
+        return paired, True
+    if not base or not mine:
+        return None, False
+    medians = [[statistics.median(s) for _, s, _ in side] for side in (base, mine)]
+    return stats.unpaired_log_ratios(*medians), False
 
 
 def is_baseline(rows: pd.DataFrame) -> pd.Series:
@@ -133,7 +145,7 @@ def baseline_name(rows: pd.DataFrame) -> str | None:
 
 def _speedups(df: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
     """Each policy's speedup over the baseline in the same group and at the same batch size,
-    end to end and compute only, with 95% intervals drawn from both cells' raw steps."""
+    end to end and compute only, with 95% intervals over the processes they shared."""
     ok = (df["outcome"] == "ok") & (df["ms_per_step"] > 0)
     baseline = is_baseline(df)
     base = {
@@ -148,24 +160,23 @@ def _speedups(df: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
         if i == j:
             df.at[i, "speedup_vs_baseline"] = 1.0
             continue
-        for prefix, column, key in (
-            ("speedup", "ms_per_step", "step_ms"),
-            ("speedup_compute", "synthetic_ms_per_step", "synthetic_step_ms"),
-        ):
-            _ratio(df, i, j, prefix, column, raw_steps(records[j], key), raw_steps(records[i], key))
+        estimate, paired = speedup(records[j], records[i], "step_ms", "rounds")
+        if estimate is not None:
+            _put(df, i, "speedup", estimate)
+            df.at[i, "speedup_vs_baseline"] = estimate.value
+            df.at[i, "speedup_processes"], df.at[i, "speedup_paired"] = estimate.n, paired
+            df.at[i, "speedup_log_se"] = estimate.log_se
+            df.at[i, "speedup_verdict"] = stats.verdict(estimate)
+        twin, _ = speedup(records[j], records[i], "synthetic_step_ms", "synthetic_rounds")
+        if twin is not None:
+            _put(df, i, "speedup_compute", twin)
+            df.at[i, "speedup_compute"] = twin.value
     return df
 
 
-def _ratio(df: pd.DataFrame, i: int, j: int, prefix: str, column: str, top, bottom) -> None:
-    point = prefix if prefix != "speedup" else "speedup_vs_baseline"
-    if pd.isna(df.at[i, column]) or pd.isna(df.at[j, column]):
-        return
-    df.at[i, point] = df.at[j, column] / df.at[i, column]
-    if top and bottom:
-        low, high = stats.ratio_interval(top, bottom)
-        df.at[i, f"{prefix}_ci_low"], df.at[i, f"{prefix}_ci_high"] = low, high
-        if prefix == "speedup":
-            df.at[i, "speedup_verdict"] = verdict(low, high)
+def _put(df: pd.DataFrame, i: int, prefix: str, estimate: stats.Estimate) -> None:
+    if estimate.low is not None:
+        df.at[i, f"{prefix}_ci_low"], df.at[i, f"{prefix}_ci_high"] = estimate.low, estimate.high
 
 
 def add_speedup(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -190,6 +201,7 @@ def summarise(
         if f.type is int:  # counts stay integers in the CSV even where a record has none
             df[f.name] = df[f.name].astype("Int64")
     df["speedup_verdict"] = df["speedup_verdict"].astype(object)
+    df["speedup_paired"] = df["speedup_paired"].astype(object)
     df = _speedups(df, records)
     df = df.sort_values([*GROUP_KEYS, "policy", "batch_size"], kind="stable")
     return df[COLUMNS].reset_index(drop=True)

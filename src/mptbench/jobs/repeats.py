@@ -1,0 +1,90 @@
+"""How many processes a comparison group is timed in: train.repeats first; then, where a
+speedup's interval from those would be wider than ±train.precision, as many more as their
+spread asks for (Stein's two-stage procedure: core/stats.py), up to train.max_repeats. A
+trainer that dies is blamed on the arm whose turn it was (the engine's progress file says),
+and the group goes on without it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mptbench.core import stats
+from mptbench.core.jobs import ArmResult, Run
+from mptbench.jobs.trainer import Death, Trainer
+
+
+@dataclass
+class Measured:
+    results: dict[str, list[ArmResult]]
+    deaths: dict[str, Death] = field(default_factory=dict)
+    repeats: int = 0
+
+
+def timed(results: list[ArmResult]) -> list[stats.Timed]:
+    """An arm's ok repeats as the speedup's pairing reads them."""
+    return [(r.process, r.step_s, r.rounds) for r in results if r.outcome == "ok"]
+
+
+def speedups(
+    results: dict[str, list[ArmResult]], runs: list[Run], first: int | None = None
+) -> dict[str, stats.Estimate]:
+    """Each policy's paired speedup over the group's baseline, so far (`first` processes the
+    first stage)."""
+    base = next((r.policy.name for r in runs if r.policy.baseline), None)
+    if base is None:
+        return {}
+    found = {}
+    for name, mine in results.items():
+        if name == base:
+            continue
+        estimate = stats.paired_speedup(timed(results[base]), timed(mine), first)
+        if estimate is not None:
+            found[name] = estimate
+    return found
+
+
+def planned(results: dict[str, list[ArmResult]], runs: list[Run], active: list[Run]) -> int:
+    """The processes in all the group needs, from its first stage: each speedup still being
+    timed to ±train.precision (a group without a baseline, or precision null, needs no more
+    than train.repeats)."""
+    train = runs[0].train
+    names = {r.policy.name for r in active if not r.policy.baseline}
+    if train.precision is None or len(names) == len(active):
+        return train.repeats
+    found = speedups(results, runs)
+    return max(
+        stats.processes_for(found[name], train.precision, train.max_repeats)
+        if name in found
+        else train.max_repeats
+        for name in names
+    )
+
+
+def measure(trainer: Trainer, prepared: str, runs: list[Run]) -> Measured:
+    """Every repeat of the group's arms that are to be timed."""
+    measured = Measured({r.policy.name: [] for r in runs})
+    train, active = runs[0].train, list(runs)
+    wanted = train.repeats
+    while active and measured.repeats < wanted:
+        got = trainer.repeat(prepared, measured.repeats, active)
+        if isinstance(got, Death):
+            blamed = [r for r in active if r.policy.name == got.policy] or list(active)
+            for run in blamed:
+                measured.deaths[run.policy.name] = got
+                print(f"{run.policy.name}: {got.outcome}: {got.reason}", flush=True)
+            active = [r for r in active if r not in blamed]
+            continue
+        for arm in got.arms:
+            measured.results[arm.policy].append(arm)
+        active = [r for r in active if _ok(got.arms, r.policy.name)]
+        measured.repeats += 1
+        if measured.repeats == train.repeats:
+            wanted = planned(measured.results, runs, active)
+            if wanted > train.repeats:
+                print(f"{wanted} repeats in all: the first {train.repeats} say so for "
+                      f"train.precision={train.precision}", flush=True)  # fmt: skip
+    return measured
+
+
+def _ok(arms: list[ArmResult], name: str) -> bool:
+    return any(a.policy == name and a.outcome == "ok" for a in arms)

@@ -22,7 +22,7 @@ from mptbench.core.jobs import ModelInfo, ProbeResult, Run, encode
 from mptbench.core.outcomes import first_line
 from mptbench.jobs.budget import assess
 from mptbench.jobs.combine import attach_breakdown, combine, model_figures
-from mptbench.jobs.repeats import measure
+from mptbench.jobs.repeats import measure, speedups
 from mptbench.jobs.tracking import CellRun, NoRun
 from mptbench.jobs.trainer import Trainer
 
@@ -148,6 +148,8 @@ def _measure(trainer: Trainer, prepared: str, records: dict[str, dict]) -> set[s
     if not to_time:
         return set()
     measured = measure(trainer, prepared, to_time)
+    train = trainer.runs[0].train
+    found = speedups(measured.results, to_time, train.repeats)
     for run in to_time:
         name, record = run.policy.name, records[run.policy.name]
         combine(record, measured.results[name], run.cell.batch_size)
@@ -155,6 +157,14 @@ def _measure(trainer: Trainer, prepared: str, records: dict[str, dict]) -> set[s
         if name in measured.deaths:
             death = measured.deaths[name]
             record["outcome"], record["reason"] = death.outcome, death.reason
+        width = found[name].half_width if name in found else None
+        if train.precision and width and width > train.precision:
+            # Said where a reader looks for why timing stopped: no verdict-free number.
+            record["stopped_by"] = (
+                f"{record.get('stopped_by')}; speedup ±{100 * width:.1f}% after "
+                f"{found[name].n} processes, wider than train.precision="
+                f"{train.precision} (train.max_repeats={train.max_repeats})"
+            )
     return set(measured.deaths)
 
 

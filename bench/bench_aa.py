@@ -1,0 +1,124 @@
+"""An A/A test of the timing method, through the whole pipeline: float32 against a copy of
+itself under another name (float32_copy: the same yaml facts, not the baseline).
+
+Every verdict other than "no measurable difference" is false. The experiment (the seed
+convnet on the offline fixture at --image-size, each --batch-sizes a comparison group) runs
+--experiments times under different names, with the default timing settings
+(conf/train/benchmark.yaml: 3 processes at least, the policies taking turns in each, more
+processes while a speedup is wider than ±3%, up to 5); the synthetic twin and the profile are
+off (they do not change a verdict). It prints every comparison, then the share of false
+verdicts (the target: at most 5%) and the median half-width of the speedup's interval over
+the cells whose step is 50 ms or more (the target: at most 5%, to see the published 7-10%).
+
+    python bench/bench_aa.py            # 4 x 6 = 24 comparisons: about 40 minutes on 2 cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = ROOT / "bench" / ".work" / "aa"
+COPY = "{compute_dtype:float32,variable_dtype:float32,loss_scaling:none,baseline:false}"
+
+
+def checkout() -> Path:
+    """A copy of the workflow to run in (its cache and calibration kept between runs)."""
+    folder = WORK / "checkout"
+    for name in ("Snakefile", "conf", "workflow", "src", "profiles", "envs"):
+        target = folder / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, target, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / name, target)
+    return folder
+
+
+def run(folder: Path, name: str, args) -> list[dict]:
+    """One experiment: the summary rows of float32_copy (its speedups over float32)."""
+    overrides = [
+        f"name={name}", "dataset=imagenette_smoke", f"dataset.image_size={args.image_size}",
+        "model=[seed_convnet]", "backend=[tensorflow]", "policy=[float32]",
+        f"+policy.float32_copy={COPY}", "sweep.devices=[cpu]",
+        f"sweep.batch_sizes=[{','.join(map(str, args.batch_sizes))}]",
+        "train.synthetic_twin=false", "train.profile_steps=0", "tracking.system_metrics=false",
+    ]  # fmt: skip
+    config = "overrides=[" + ",".join(f'"{o}"' for o in overrides) + "]"
+    exe = Path(sys.executable).with_name("snakemake")
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    started = time.monotonic()
+    done = subprocess.run(
+        [str(exe), "--cores", "2", "--config", "experiment=benchmark", config], cwd=folder, env=env,
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"{name} failed:\n{(done.stdout + done.stderr)[-4000:]}")
+    import pandas as pd
+
+    summary = pd.read_csv(folder / "results" / name / "report" / "summary.csv")
+    rows = summary[summary["policy"] == "float32_copy"].to_dict("records")
+    base = summary[summary["policy"] == "float32"].set_index("batch_size")["ms_per_step"]
+    for row in rows:
+        row["experiment"], row["float32_ms"] = name, base[row["batch_size"]]
+    print(f"{name}: {time.monotonic() - started:.0f} s", flush=True)
+    return rows
+
+
+def report(rows: list[dict]) -> list[str]:
+    lines = [f"{'experiment':<12}{'batch':>6}{'float32 ms':>12}{'speedup (95% interval)':>28}"
+             f"{'±':>7}{'processes':>10}  verdict"]  # fmt: skip
+    for r in rows:
+        width = (r["speedup_ci_high"] - r["speedup_ci_low"]) / 2 / r["speedup_vs_baseline"]
+        r["half_width"] = width
+        figure = (f"{r['speedup_vs_baseline']:.3f} ({r['speedup_ci_low']:.3f}-"
+                  f"{r['speedup_ci_high']:.3f})")  # fmt: skip
+        lines.append(f"{r['experiment']:<12}{r['batch_size']:>6}{r['float32_ms']:>12.1f}"
+                     f"{figure:>28}{100 * width:>6.1f}%{int(r['speedup_processes']):>10}  "
+                     f"{r['speedup_verdict']}")  # fmt: skip
+    false = [r for r in rows if r["speedup_verdict"] in ("faster", "slower")]
+    slow = [r["half_width"] for r in rows if r["float32_ms"] >= 50]
+    lines.append(f"false verdicts: {len(false)} of {len(rows)} comparisons "
+                 f"({100 * len(false) / len(rows):.1f}%; target at most 5%)")  # fmt: skip
+    if slow:
+        lines.append(f"median half-width of the speedup's interval, cells of 50 ms or more: "
+                     f"{100 * statistics.median(slow):.1f}% over {len(slow)} cells "
+                     "(target at most 5%)")  # fmt: skip
+    notes = [r for r in rows if "wider than train.precision" in str(r.get("stopped_by"))]
+    lines.append(f"cells that said their budget ran out before ±3%: {len(notes)}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--experiments", type=int, default=4)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[8, 16, 32, 48, 64, 96])
+    parser.add_argument("--image-size", type=int, default=64)
+    args = parser.parse_args(argv)
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                if line.startswith("model name")), "unknown CPU")  # fmt: skip
+    print(f"A/A on {cpu}, {os.cpu_count()} cores: {args.experiments} experiments x "
+          f"{len(args.batch_sizes)} batch sizes at {args.image_size} px", flush=True)  # fmt: skip
+    folder = checkout()
+    started = time.monotonic()
+    rows = [r for k in range(args.experiments) for r in run(folder, f"aa{k + 1}", args)]
+    lines = report(rows) + [f"{time.monotonic() - started:.0f} s in all"]
+    print("\n".join(lines))
+    WORK.mkdir(parents=True, exist_ok=True)
+    (WORK / "bench_aa_last_run.txt").write_text("\n".join(lines) + "\n")
+    (WORK / "bench_aa_last_run.json").write_text(json.dumps(rows, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

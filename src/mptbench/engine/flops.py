@@ -3,12 +3,13 @@ the traced step's graph (FLOPs per op, from each op's registered cost), one exam
 or, without TensorFlow, from the traced JAX program (jaxpr_flops).
 
 Convention: a multiply-add is 2 FLOPs (TensorFlow's own for convolutions and matmuls). A
-training step is the forward pass and the gradients the framework traces for it (with respect
-to the weights, and to each layer's input where a layer below needs it), without the
-optimizer's update (it does not grow with the batch). The FLOPs are split by kind: convolution
-FLOPs are held to the convolution peak and dense (matmul) FLOPs to the matmul peak; the rest
-(elementwise, normalisation, reductions) is counted apart and left out of MFU, as MFU
-conventionally does.
+training step is the forward pass and the gradients a training step executes (with respect to
+the weights, and to each layer's input where a layer below needs it: the first layer's input
+gradient is traced by TensorFlow's tape but never executed, and is not counted; JAX never
+traces it), without the optimizer's update (it does not grow with the batch). The FLOPs are
+split by kind: convolution FLOPs are held to the convolution peak and dense (matmul) FLOPs to
+the matmul peak; the rest (elementwise, normalisation, reductions) is counted apart and left
+out of MFU, as MFU conventionally does.
 """
 
 from __future__ import annotations
@@ -24,15 +25,47 @@ def kind_of(op_class: str) -> str:
     return "matmul" if op_class == "matmul" else "other"
 
 
+def executed(graph) -> set[str]:
+    """The ops a call of the graph runs: those its outputs depend on (data or control), as
+    TensorFlow prunes the rest before it runs a function."""
+    stack = [t.op for t in graph.outputs] + list(graph.control_outputs)
+    seen: set[str] = set()
+    while stack:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        stack += [t.op for t in op.inputs] + list(op.control_inputs)
+    return seen
+
+
+# Ops TensorFlow's profiler registers no cost for (it counts them as 0): a depthwise
+# convolution's gradients, each as costly as its forward pass, counted here from their shapes.
+UNCOSTED = ("DepthwiseConv2dNativeBackpropFilter", "DepthwiseConv2dNativeBackpropInput")
+
+
+def _uncosted_flops(op) -> int:
+    """2 FLOPs per multiply-add: every element of the output gradient, once per filter tap."""
+    out_backprop = op.inputs[2].shape
+    filter_shape = op.outputs[0].shape if op.type.endswith("Filter") else op.inputs[1].shape
+    taps = int(filter_shape[0]) * int(filter_shape[1])
+    return 2 * taps * _size(out_backprop)
+
+
 def graph_flops(tf, graph) -> dict[str, int]:
-    """FLOPs of a graph's ops, by kind."""
+    """FLOPs of the graph's ops that run, by kind."""
     options = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
     options["output"] = "none"
     profile = tf.compat.v1.profiler.profile(graph=graph, options=options)
+    runs = executed(graph)
+    counted = {node.name: int(node.total_float_ops) for node in profile.children}
     totals = dict.fromkeys(KINDS, 0)
-    for node in profile.children:
-        op = graph.get_operation_by_name(node.name)
-        totals[kind_of(op_class(op.type, op.name))] += int(node.total_float_ops)
+    for name in runs:
+        op = graph.get_operation_by_name(name)
+        flops = counted.get(name, 0)
+        if op.type in UNCOSTED and not flops:
+            flops = _uncosted_flops(op)
+        totals[kind_of(op_class(op.type, op.name))] += flops
     return totals
 
 

@@ -49,7 +49,7 @@ def planned(results: dict[str, list[ArmResult]], runs: list[Run], active: list[R
     than train.repeats)."""
     train = runs[0].train
     names = {r.policy.name for r in active if not r.policy.baseline}
-    if train.precision is None or len(names) == len(active):
+    if train.precision is None or not names or len(names) == len(active):
         return train.repeats
     found = speedups(results, runs)
     return max(

@@ -1,0 +1,68 @@
+"""How many processes a group is timed in: the first stage, then as many as its spread asks
+for; a death blamed on the arm whose turn it was."""
+
+import math
+from dataclasses import replace
+
+from workflow_helpers import smoke_cell_run
+
+from mptbench.core.jobs import ArmResult, RepeatResult
+from mptbench.core.policies import Policy
+from mptbench.jobs.repeats import measure, speedups
+from mptbench.jobs.trainer import Death
+
+
+def _runs(*policies, **train):
+    base = smoke_cell_run(**train)
+    return [replace(base, policy=Policy(p, "float32", baseline=i == 0))
+            for i, p in enumerate(policies)]  # fmt: skip
+
+
+class Trainer:
+    """Repeats from a script: each process's steps per arm, or a death."""
+
+    def __init__(self, script):
+        self.script, self.calls = list(script), []
+
+    def repeat(self, prepared, repeat, runs):
+        self.calls.append([r.policy.name for r in runs])
+        step = self.script.pop(0)
+        if isinstance(step, Death):
+            return step
+        arms = [ArmResult(repeat, r.policy.name, {}, outcome="ok", step_s=step[r.policy.name],
+                          rounds=[0] * len(step[r.policy.name]), process=f"p{repeat}")
+                for r in runs]  # fmt: skip
+        return RepeatResult(f"p{repeat}", arms)
+
+
+def _process(base, other):
+    return {"a": [base] * 4, "b": [other] * 4}
+
+
+def test_a_tight_first_stage_stops_at_the_repeats():
+    runs = _runs("a", "b", repeats=3, max_repeats=6, precision=0.03)
+    trainer = Trainer([_process(1.0, 0.5), _process(1.1, 0.55), _process(0.9, 0.451)])
+    measured = measure(trainer, "p.json", runs)
+    assert measured.repeats == 3 and len(trainer.calls) == 3
+    assert math.isclose(speedups(measured.results, runs, 3)["b"].value, 2.0, rel_tol=1e-2)
+
+
+def test_a_spread_first_stage_asks_for_more_processes_up_to_the_most():
+    runs = _runs("a", "b", repeats=3, max_repeats=5, precision=0.01)
+    trainer = Trainer([_process(1.0, 0.5), _process(1.0, 0.55), _process(1.0, 0.45)] * 2)
+    measured = measure(trainer, "p.json", runs)
+    assert measured.repeats == 5  # Stein's plan wanted more than 5: capped
+
+
+def test_one_policy_alone_needs_only_the_repeats():
+    runs = _runs("a", repeats=2, max_repeats=5, precision=0.01)
+    measured = measure(Trainer([{"a": [1.0]}, {"a": [2.0]}]), "p.json", runs)
+    assert measured.repeats == 2
+
+
+def test_a_death_is_blamed_on_the_arm_whose_turn_it_was_and_the_rest_go_on():
+    runs = _runs("a", "b", repeats=2, max_repeats=2, precision=None)
+    trainer = Trainer([Death("oom", "memory", "b"), {"a": [1.0]}, {"a": [1.1]}])
+    measured = measure(trainer, "p.json", runs)
+    assert measured.deaths["b"].outcome == "oom" and "a" not in measured.deaths
+    assert trainer.calls == [["a", "b"], ["a"], ["a"]] and len(measured.results["a"]) == 2

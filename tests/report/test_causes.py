@@ -1,6 +1,7 @@
 """The measured causes: every sentence cites its figure and column; nothing unmeasured."""
 
 import pandas as pd
+import pytest
 
 from mptbench.core.record import COLUMNS
 from mptbench.report.causes import why
@@ -20,23 +21,87 @@ def _rows(**columns):
 def test_slow_kernels_input_bound_per_policy_and_mfu_cite_their_columns():
     rows = _rows(
         policy=["float32", "mixed_float16"],
+        peak_vs_float32=[1.0, 0.02],
         matmul_peak_vs_float32=[1.0, 0.93],
         conv_peak_vs_float32=[1.0, 0.015],
+        conv_flops_per_step=999e9,
+        matmul_flops_per_step=1e9,
         input_bound_ratio=[1.02, 1.5],
+        input_bound_ratio_ci_low=[0.99, 1.3],
+        input_bound_ratio_ci_high=[1.05, 1.7],
         mfu=[0.41, 0.006],
         mfu_compute=[0.43, 0.009],
         achieved_tflops=[0.047, 0.0006],
         peak_tflops=[0.115, 0.1],
     )
     text = " ".join(why(rows))
-    assert "mixed_float16: this device runs float16 slower than float32" in text
-    assert "0.93x float32's for matmuls, 0.01x for convolution training steps" in text
-    assert "matmul_peak_vs_float32, conv_peak_vs_float32" in text
-    assert "float32 is not input-bound: steps took 1.02x" in text
-    assert "mixed_float16 is input-bound: steps took 1.50x" in text
-    assert "(input_bound_ratio, median over batch 32)" in text
-    assert "float32 reached 41.0% of its calibrated peak end to end (mfu: 0.047 TFLOP/s" in text
+    assert "mixed_float16: this device ran float16 slower than float32 here (calibrated " in text
+    assert "peak 0.02x float32's for this model's work (99.9% of its FLOPs convolution" in text
+    assert "matmuls 0.93x, convolution training steps 0.01x: matmul_peak_vs_float32" in text
+    assert "float32: not input-bound at batch 32 (1.02x its in-memory twin's step, 95% " in text
+    assert "mixed_float16: input-bound at batch 32 (1.50x its in-memory twin's step, 95% " in text
+    assert "interval 1.30–1.70) (input_bound_ratio); where input-bound, the input pipeline" in text
+    assert "float32 reached 41.0% of its calibrated peak end to end at batch 32 (mfu: 0.047" in text
     assert "against a FLOP-weighted peak of 0.115 TFLOP/s, peak_tflops), 43.0% compute only" in text
+    assert "cannot" not in text
+
+
+def test_a_dtype_is_judged_on_the_models_own_mix_of_work():
+    """0.70x for matmuls and 2.50x for convolutions: a model that is 99.9% convolution is
+    judged on its convolutions (the weighted 2.49x), not on the worse of the two."""
+    rows = _rows(policy=["float32", "mixed_bfloat16"], peak_vs_float32=[1.0, 2.49],
+                 matmul_peak_vs_float32=[1.0, 0.70], conv_peak_vs_float32=[1.0, 2.50],
+                 conv_flops_per_step=999e9, matmul_flops_per_step=1e9)  # fmt: skip
+    text = " ".join(why(rows))
+    assert (
+        "mixed_bfloat16: fast bfloat16 math is there for this model (calibrated bfloat16 " in text
+    )
+    assert "slower" not in text
+
+
+@pytest.mark.parametrize(
+    ("weighted", "said"),
+    [
+        (0.76, "ran bfloat16 slower than float32 here"),  # below 1 / 1.3 = 0.769
+        (0.78, "no fast bfloat16 math for this model"),
+        (1.29, "no fast bfloat16 math for this model"),
+        (1.31, "fast bfloat16 math is there for this model"),
+    ],
+)
+def test_the_peak_sentence_on_either_side_of_its_thresholds(weighted, said):
+    rows = _rows(policy=["float32", "mixed_bfloat16"], peak_vs_float32=[1.0, weighted],
+                 matmul_peak_vs_float32=[1.0, weighted], conv_peak_vs_float32=[1.0, weighted],
+                 conv_flops_per_step=1e9, matmul_flops_per_step=1e9)  # fmt: skip
+    assert f"mixed_bfloat16: this device {said}" in " ".join(why(rows)) or (
+        f"mixed_bfloat16: {said}" in " ".join(why(rows))
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "low", "high", "said"),
+    [
+        (1.20, 1.05, 1.35, "input-bound"),  # at least 1.15, the whole interval above 1
+        (1.16, 0.99, 1.33, "unclear"),  # the interval holds 1
+        (1.14, 1.01, 1.20, "unclear"),  # the interval holds 1.15
+        (1.05, 0.98, 1.14, "not input-bound"),  # the whole interval below 1.15
+        (1.30, None, None, "unclear"),  # one process: no interval
+    ],
+)
+def test_input_bound_needs_an_interval_on_either_side_of_its_threshold(value, low, high, said):
+    rows = _rows(policy=["float32"], input_bound_ratio=[value], input_bound_ratio_ci_low=[low],
+                 input_bound_ratio_ci_high=[high])  # fmt: skip
+    assert f"float32: {said} at batch 32 ({value:.2f}x its" in " ".join(why(rows))
+
+
+def test_the_mfu_sentence_takes_its_three_figures_from_one_cell():
+    rows = _rows(policy=["float32"] * 3, batch_size=[8, 16, 32], mfu=[0.2, 0.6, 0.4],
+                 achieved_tflops=[1.0, 3.0, 2.0], peak_tflops=[5.0, 5.0, 5.0])  # fmt: skip
+    text = " ".join(why(rows))
+    assert (
+        "float32 reached 40.0% of its calibrated peak end to end at batch 32 (mfu: 2 TFLOP/s"
+        in text
+    )
+    assert "peak of 5 TFLOP/s, peak_tflops; the median of its 3 cells)." in text
 
 
 def test_no_cause_is_stated_that_was_not_measured():
@@ -50,13 +115,16 @@ def test_no_cause_is_stated_that_was_not_measured():
 def test_a_fast_compute_bound_device():
     rows = _rows(
         policy=["float32", "mixed_bfloat16"],
+        peak_vs_float32=[1.0, 6.0],
         matmul_peak_vs_float32=[1.0, 7.5],
         conv_peak_vs_float32=[1.0, 5.0],
         input_bound_ratio=[1.02, 1.05],
+        input_bound_ratio_ci_low=[1.0, 1.01],
+        input_bound_ratio_ci_high=[1.04, 1.09],
     )
     text = " ".join(why(rows))
-    assert "fast bfloat16 math is there (calibrated bfloat16 peak 7.50x float32's" in text
-    assert "mixed_bfloat16 is not input-bound" in text
+    assert "fast bfloat16 math is there for this model (calibrated bfloat16 peak 6.00x" in text
+    assert "mixed_bfloat16: not input-bound at batch 32" in text
     assert why(_rows(policy=["float32"], outcome=["oom"])) == []
 
 
@@ -64,12 +132,13 @@ def test_a_policy_that_never_ran_is_still_explained_by_its_peak():
     rows = _rows(
         policy=["float32", "mixed_float16"],
         outcome=["ok", "over_budget"],
+        peak_vs_float32=[1.0, 0.004],
         matmul_peak_vs_float32=[1.0, 0.65],
         conv_peak_vs_float32=[1.0, 0.003],
     )
     text = " ".join(why(rows))
-    assert "mixed_float16: this device runs float16 slower than float32" in text
-    assert "0.65x float32's for matmuls, 0.003x for convolution training" in text
+    assert "mixed_float16: this device ran float16 slower than float32 here" in text
+    assert "matmuls 0.65x, convolution training steps 0.003x" in text
 
 
 def test_the_input_pipeline_eating_the_gain_is_named_with_both_speedups():

@@ -108,6 +108,7 @@ FIELDS: tuple[Field, ...] = (
     F("profiled_ms_per_step", float, "breakdown.profiled_ms_per_step", doc="under the profiler"),
     F("profile_concurrency", float, "breakdown.concurrency", doc="ops' time over wall time"),
     F("profile_note", str, doc="why a cell that ran has no breakdown"),
+    F("peak_vs_float32", float, None, doc="its dtype's peak over float32's, for its FLOP mix"),
     F("matmul_peak_vs_float32", float, None),
     F("conv_peak_vs_float32", float, None),
     F("onednn", str, "fingerprint.onednn"),

@@ -1,6 +1,8 @@
-"""The measured causes behind a device's speedups: its calibrated peaks, its input pipeline
-(per policy, and whether it ate a gain), how much of the peak the cells reached, and how well
-the probe predicted their steps. Every sentence cites its figure and column."""
+"""The measured causes behind a device's speedups: its calibrated peaks (weighted by the model's
+own mix of convolution and matmul FLOPs), its input pipeline (per policy and batch size, on an
+interval, and whether it ate a gain), how much of the peak the cells reached, and how well the
+probe predicted their steps. Every sentence cites its figures and columns, and says what was
+measured here, never what cannot be."""
 
 from __future__ import annotations
 
@@ -8,43 +10,72 @@ import pandas as pd
 
 from mptbench.report.summary import baseline_name, compared, policies
 from mptbench.report.thresholds import FAST_RATIO, INPUT_BOUND, PREDICTION_OFF
-from mptbench.report.wording import batches, dtype_of, median, ratio, speedup_text
+from mptbench.report.wording import dtype_of, median, ratio, speedup_text
+
+
+def _conv_share(rows: pd.DataFrame) -> float | None:
+    conv, matmul = median(rows, "conv_flops_per_step"), median(rows, "matmul_flops_per_step")
+    if conv is None or matmul is None or conv + matmul == 0:
+        return None
+    return conv / (conv + matmul)
 
 
 def peak_sentence(rows: pd.DataFrame, policy: str) -> str | None:
+    """The policy's dtype against float32 at the calibrated peaks, for this model's own mix of
+    convolution and matmul work (a model that is all convolution is judged on convolution)."""
+    weighted = median(rows, "peak_vs_float32")
     matmul, conv = median(rows, "matmul_peak_vs_float32"), median(rows, "conv_peak_vs_float32")
-    if matmul is None:
+    if weighted is None:
         return None
-    dtype = dtype_of(rows, policy)
-    measured = f"calibrated {dtype} peak {ratio(matmul)} float32's for matmuls"
-    if conv is not None:
-        measured += f", {ratio(conv)} for convolution training steps"
-    measured += "; matmul_peak_vs_float32, conv_peak_vs_float32"
-    worst = min(matmul, conv if conv is not None else matmul)
-    if worst < 1 / FAST_RATIO:
+    dtype, share = dtype_of(rows, policy), _conv_share(rows)
+    mix = f"{100 * share:.1f}% of its FLOPs convolution" if share is not None else "its FLOPs"
+    parts = [f"matmuls {ratio(matmul)}" if matmul is not None else None,
+             f"convolution training steps {ratio(conv)}" if conv is not None else None]  # fmt: skip
+    measured = (
+        f"calibrated {dtype} peak {ratio(weighted)} float32's for this model's work ({mix}; "
+        f"peak_vs_float32; {', '.join(p for p in parts if p)}: matmul_peak_vs_float32, "
+        "conv_peak_vs_float32)"
+    )
+    if weighted < 1 / FAST_RATIO:
         return (
-            f"{policy}: this device runs {dtype} slower than float32 ({measured}), "
-            "so it cannot speed training up."
+            f"{policy}: this device ran {dtype} slower than float32 here ({measured}): its "
+            f"peak gave {policy} nothing to gain on this device and build."
         )
-    if max(matmul, conv or matmul) < FAST_RATIO:
-        return f"{policy}: no fast {dtype} math on this device ({measured})."
-    return f"{policy}: fast {dtype} math is there ({measured})."
+    if weighted < FAST_RATIO:
+        return f"{policy}: no fast {dtype} math for this model on this device ({measured})."
+    return f"{policy}: fast {dtype} math is there for this model ({measured})."
+
+
+def _bound(row: pd.Series) -> str:
+    """input-bound, not input-bound, or unclear, on the ratio's interval."""
+    value, low, high = (row[f"input_bound_ratio{s}"] for s in ("", "_ci_low", "_ci_high"))
+    if pd.isna(low) or pd.isna(high):
+        return "unclear"
+    if low > 1 and value >= INPUT_BOUND:
+        return "input-bound"
+    if high < INPUT_BOUND:
+        return "not input-bound"
+    return "unclear"
 
 
 def input_sentence(rows: pd.DataFrame, policy: str) -> str | None:
-    slowdown = median(rows, "input_bound_ratio")
-    if slowdown is None:
+    """Per batch size: input-bound only where the step over its twin's is at least
+    INPUT_BOUND and its whole interval is above 1; not input-bound only where the interval is
+    below INPUT_BOUND; otherwise the interval holds both and the report says so."""
+    hit = rows[rows["input_bound_ratio"].notna()].sort_values("batch_size")
+    if hit.empty:
         return None
-    cited = (
-        f"{slowdown:.2f}x its in-memory twin's step "
-        f"(input_bound_ratio, median over batch {batches(rows)})"
-    )
-    if slowdown >= INPUT_BOUND:
-        return (
-            f"{policy} is input-bound: steps took {cited}; "
-            "the input pipeline, not the math, set its pace."
-        )
-    return f"{policy} is not input-bound: steps took {cited}."
+    parts = []
+    for _, row in hit.iterrows():
+        figure = f"{row['input_bound_ratio']:.2f}x its in-memory twin's step"
+        if pd.notna(row["input_bound_ratio_ci_low"]):
+            figure += (f", 95% interval {row['input_bound_ratio_ci_low']:.2f}–"
+                       f"{row['input_bound_ratio_ci_high']:.2f}")  # fmt: skip
+        parts.append(f"{_bound(row)} at batch {int(row['batch_size'])} ({figure})")
+    text = f"{policy}: " + "; ".join(parts) + " (input_bound_ratio)"
+    if any(_bound(r) == "input-bound" for _, r in hit.iterrows()):
+        text += "; where input-bound, the input pipeline, not the math, set its pace"
+    return text + "."
 
 
 def input_ate_gain(rows: pd.DataFrame, policy: str) -> list[str]:
@@ -60,20 +91,25 @@ def input_ate_gain(rows: pd.DataFrame, policy: str) -> list[str]:
 
 
 def mfu_sentence(rows: pd.DataFrame, policy: str) -> str | None:
+    """The policy's median cell by MFU, its three figures from that one row (a median MFU
+    beside a median achieved rate and a median peak need not agree)."""
     notes = rows["peak_note"].dropna()
     if not notes.empty:
         return f"{policy}: {notes.iloc[0]} (peak_note); recalibrate with larger sizes."
-    mfu, compute = median(rows, "mfu"), median(rows, "mfu_compute")
-    if mfu is None:
+    hit = rows[rows["mfu"].notna()].sort_values("mfu")
+    if hit.empty:
         return None
+    row = hit.iloc[(len(hit) - 1) // 2]
     text = (
-        f"{policy} reached {100 * mfu:.1f}% of its calibrated peak end to end (mfu: "
-        f"{median(rows, 'achieved_tflops'):.3g} TFLOP/s achieved, achieved_tflops, against a "
-        f"FLOP-weighted peak of {median(rows, 'peak_tflops'):.3g} TFLOP/s, peak_tflops"
+        f"{policy} reached {100 * row['mfu']:.1f}% of its calibrated peak end to end at batch "
+        f"{int(row['batch_size'])} (mfu: {row['achieved_tflops']:.3g} TFLOP/s achieved, "
+        f"achieved_tflops, against a FLOP-weighted peak of {row['peak_tflops']:.3g} TFLOP/s, "
+        f"peak_tflops"
     )
-    if compute is not None:
-        text += f"), {100 * compute:.1f}% compute only (mfu_compute"
-    return text + "; medians over its cells)."
+    if pd.notna(row["mfu_compute"]):
+        text += f"), {100 * row['mfu_compute']:.1f}% compute only (mfu_compute"
+    of = f"the median of its {len(hit)} cells" if len(hit) > 1 else "its one cell"
+    return text + f"; {of})."
 
 
 def prediction_sentence(rows: pd.DataFrame) -> str | None:

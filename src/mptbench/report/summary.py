@@ -61,14 +61,26 @@ def peaks(calibration: dict[str, Any] | None, dtype: str, row: dict[str, Any]) -
         "conv": row.get("conv_flops_per_step") or 0,
         "matmul": row.get("matmul_flops_per_step") or 0,
     }
-    if not sum(work.values()):
+    peak = weighted_peak(calibration, dtype, work)
+    if peak is None:
         return out
+    out["peak_tflops"] = peak
+    float32 = weighted_peak(calibration, policy_facts.DTYPES[0], work)
+    if float32:
+        out["peak_vs_float32"] = peak / float32
+    return out | _mfu(row, peak)
+
+
+def weighted_peak(calibration: dict, dtype: str, work: dict[str, float]) -> float | None:
+    """TFLOP/s of `work` (FLOPs by kind: conv, matmul) at the calibrated peaks of `dtype`: a
+    FLOP-weighted harmonic mean, so a model that is all convolution is held to the conv peak."""
+    if not sum(work.values()):
+        return None
     rates = {kind: _tflops(calibration, kind, dtype) for kind in work if work[kind]}
     if not all(rates.values()):
-        return out
+        return None
     seconds = sum(work[kind] / (rates[kind] * 1e12) for kind in rates)
-    out["peak_tflops"] = sum(work.values()) / seconds / 1e12
-    return out | _mfu(row, out["peak_tflops"])
+    return sum(work.values()) / seconds / 1e12
 
 
 def _mfu(row: dict[str, Any], peak: float) -> dict[str, Any]:

@@ -1,26 +1,82 @@
-"""Where the kernel's record of OOM kills is read: cgroup v2 memory.events, v1 oom_control."""
+"""Whose OOM kill the kernel counted: the trainer's own cgroup, else the shared one only with
+the trainer's own memory near its limit."""
 
 from pathlib import Path
 
+from mptbench.core.outcomes import classify_death
 from mptbench.jobs import memory
+from mptbench.jobs.memory import Cgroup, Evidence
 
 
-def test_cgroup_files_for_v1_and_v2(monkeypatch):
-    files = memory._cgroup_files("0::/job\n4:memory:/slurm/job1\n2:cpu,cpuacct:/x\n")
+def test_where_a_process_memory_cgroup_may_be_for_v1_and_v2():
+    found = memory._cgroups("0::/job\n4:memory:/slurm/job1\n2:cpu,cpuacct:/x\n")
     root = Path("/sys/fs/cgroup")
-    assert files == [
-        root / "job/memory.events",
-        root / "unified/job/memory.events",
-        root / "memory/slurm/job1/memory.oom_control",
+    assert found == [
+        Cgroup(root / "job", 2),
+        Cgroup(root / "unified/job", 2),
+        Cgroup(root / "memory/slurm/job1", 1),
     ]
 
 
-def test_a_count_that_rose_is_named_with_its_file(monkeypatch, tmp_path):
-    events = tmp_path / "memory.events"
-    events.write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
-    monkeypatch.setattr(memory, "_cgroup_files", lambda _: [tmp_path / "missing", events])
-    before = memory.oom_kills()
-    assert before == (1, str(events))
-    assert memory.oom_record(before) is None
-    events.write_text("oom_kill 2\n")
-    assert memory.oom_record(before) == f"{events}: oom_kill 1 -> 2"
+def _v2(folder: Path, kills: int, local: int | None = None, limit: str = "max") -> Cgroup:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "memory.events").write_text(f"low 0\nhigh 0\nmax 3\noom 1\noom_kill {kills}\n")
+    if local is not None:
+        (folder / "memory.events.local").write_text(f"oom_kill {local}\n")
+    (folder / "memory.max").write_text(f"{limit}\n")
+    return Cgroup(folder, 2)
+
+
+def test_counts_and_limits_as_the_kernel_writes_them(tmp_path):
+    v2 = _v2(tmp_path / "v2", 3, local=1, limit=str(2 * 2**30))
+    assert v2.oom_kills() == (3, str(v2.path / "memory.events"))
+    assert v2.oom_kills(local=True) == (1, str(v2.path / "memory.events.local"))
+    assert v2.limit_mb() == 2048
+    assert _v2(tmp_path / "nolimit", 0).limit_mb() is None
+    v1 = tmp_path / "v1"
+    v1.mkdir()
+    (v1 / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n")
+    (v1 / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+    assert Cgroup(v1, 1).oom_kills() == (2, str(v1 / "memory.oom_control"))
+    assert Cgroup(v1, 1).limit_mb() is None  # the kernel's "no limit"
+
+
+def test_a_cgroup_without_its_own_count_is_not_made(tmp_path):
+    """A plain folder is no cgroup: no OOM count appears in it, so there is no evidence."""
+    parent = _v2(tmp_path / "job", 0)
+    assert memory.child_cgroup(parent, 1234) is None
+    assert not (parent.path / "mptbench-trainer-1234").exists()
+
+
+def test_the_trainers_own_count_is_its_oom(tmp_path):
+    shared = _v2(tmp_path / "job", 0)
+    evidence = Evidence(shared, shared.oom_kills(), own=_v2(shared.path / "trainer", 1, local=1))
+    assert evidence.oom_record() == f"{shared.path}/trainer/memory.events.local: oom_kill 0 -> 1"
+
+
+def test_a_neighbours_kill_in_the_shared_cgroup_is_not_the_trainers(tmp_path):
+    shared = _v2(tmp_path / "job", 0, limit=str(4 * 2**30))
+    own = _v2(shared.path / "trainer", 0, local=0)
+    evidence = Evidence(shared, shared.oom_kills(), own=own, peak_rss_mb=3900)
+    _v2(shared.path, 1, limit=str(4 * 2**30))  # someone in the job's cgroup was OOM-killed
+    assert evidence.oom_record() is None  # the trainer's own count did not move
+    assert evidence.notes == [
+        f"an OOM kill in the cgroup it shares was another process's ({shared.path}/memory.events"
+        ": oom_kill 0 -> 1; not the trainer's own cgroup)"
+    ]
+    outcome, reason = classify_death(-9, None, None, evidence.notes)
+    assert outcome == "killed" and "another process's" in reason
+
+
+def test_without_a_cgroup_of_its_own_the_trainers_memory_decides(tmp_path):
+    """Where no cgroup can be made, the shared count is the trainer's only where the trainer
+    held at least half of the cgroup's limit."""
+    shared = _v2(tmp_path / "job", 0, limit=str(4 * 2**30))
+    small = Evidence(shared, shared.oom_kills(), peak_rss_mb=600)
+    large = Evidence(shared, shared.oom_kills(), peak_rss_mb=3900)
+    _v2(shared.path, 1, limit=str(4 * 2**30))
+    assert small.oom_record() is None
+    assert "the trainer held at most 600 MB of its 4096 MB" in small.notes[0]
+    assert large.oom_record() == (
+        f"{shared.path}/memory.events: oom_kill 0 -> 1, the trainer holding 3900 of its 4096 MB"
+    )

@@ -3,7 +3,7 @@ fails the job loudly.
 
   ok           trained; timing recorded
   oom          out of memory: a ResourceExhaustedError, train.memory_limit_mb crossed, or the
-               kernel's own record of an OOM kill (the cgroup's oom_kill count rose)
+               kernel's record of an OOM kill of the trainer itself (jobs/memory.py)
   killed       the trainer died of a signal sent from outside (SIGKILL, SIGTERM, ...) with no
                sign of memory trouble (signal recorded)
   crashed      the trainer died of its own fault: SIGSEGV, SIGABRT, SIGBUS, SIGILL or SIGFPE
@@ -37,8 +37,12 @@ def first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
-def classify_death(code: int, over_limit: str | None, oom_record: str | None) -> tuple[str, str]:
-    """The outcome of a trainer that died (negative code: the signal that killed it)."""
+def classify_death(
+    code: int, over_limit: str | None, oom_record: str | None, notes: list[str] | None = None
+) -> tuple[str, str]:
+    """The outcome of a trainer that died (negative code: the signal that killed it).
+    `oom_record`: the kernel's record of an OOM kill that was the trainer's own; `notes`: what
+    else was seen (another process's OOM kill in a cgroup the trainer shared)."""
     if over_limit:
         return "oom", over_limit
     if oom_record:
@@ -49,7 +53,8 @@ def classify_death(code: int, over_limit: str | None, oom_record: str | None) ->
             f"the trainer crashed with {name}: a fault of its own (the framework, a kernel, "
             "memory corruption), not a kill from outside; its output is in the job's log"
         )
+    seen = "; ".join(notes or []) or "no OOM kill counted"
     return "killed", (
-        f"the trainer was killed by {name}; no out-of-memory record (memory limit not crossed, "
-        "the cgroup's oom_kill count unchanged), so it was killed from outside"
+        f"the trainer was killed by {name}; no out-of-memory record of its own (memory limit "
+        f"not crossed; {seen}), so it was killed from outside"
     )

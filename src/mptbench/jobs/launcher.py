@@ -101,14 +101,16 @@ class Engine:
         job_file = out.with_name(f".{out.name}.job")
         write_json(job_file, encode(job))
         out.unlink(missing_ok=True)
-        before, usage = memory.oom_kills(), cpu_usage()
+        evidence, usage = memory.Evidence.start(), cpu_usage()
         sys.stdout.flush()
         child = None
         try:
             child = subprocess.Popen(self.command(job_file), env=self.env)
-            code, over_limit = memory.watch(child, memory_limit_mb)
+            evidence.adopt(child.pid)
+            code, over_limit = memory.watch(child, memory_limit_mb, evidence)
             if code < 0 or over_limit:
-                return Finished(death=classify_death(code, over_limit, memory.oom_record(before)))
+                oom = evidence.oom_record()
+                return Finished(death=classify_death(code, over_limit, oom, evidence.notes))
             if code != 0 or not out.exists():
                 raise EngineFailed(_why(code, out))
             return Finished(decode(result_type, read_json(out)), cpu_percent=cpu_percent(usage))
@@ -116,6 +118,7 @@ class Engine:
             if child is not None and child.poll() is None:  # this job itself was stopped
                 child.kill()
                 child.wait()
+            evidence.release()
             job_file.unlink(missing_ok=True)
             out.unlink(missing_ok=True)
 

@@ -1,78 +1,197 @@
-"""The trainer's memory: a limit the supervisor enforces, and the kernel's record of OOM kills.
+"""The trainer's memory: a limit the supervisor enforces, and an OOM kill record that is the
+trainer's own.
 
 The kernel counts the processes its OOM killer killed in each memory cgroup: `oom_kill` in
-`memory.events` (cgroup v2) or `memory.oom_control` (v1). A count that rose while the trainer
-ran, in the supervisor's own cgroup (the trainer's too), is the evidence that it was the OOM
-killer; a SIGKILL without it came from somewhere else.
+`memory.events` (cgroup v2; `memory.events.local`: that cgroup alone) or `memory.oom_control`
+(v1). A cgroup's count is anyone's in it, so the supervisor gives its trainer a memory cgroup
+of its own, a child of its own one with no limit of its own (the parent's limit still holds):
+a count that rose there was the trainer's OOM kill and nobody else's. Where no cgroup can be
+made (no root, no delegated subtree), the count of the cgroup the trainer shares rose for
+someone: it is taken as the trainer's only where the trainer's own resident memory, sampled
+while it ran, had reached half of that cgroup's limit; otherwise a SIGKILL is a kill from
+outside, and its reason says the shared count rose for another process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+# Of the shared cgroup's limit, how much the trainer must have held for its count to be blamed
+# on the trainer.
+SHARED_BLAME_SHARE = 0.5
+SAMPLE_S = 0.05
 
 
-def _cgroup_files(proc_cgroup: str) -> list[Path]:
-    """Where this process's OOM kill count can be read, v2 first."""
-    files = []
+@dataclass(frozen=True)
+class Cgroup:
+    """A memory cgroup: its folder and the cgroup version whose files it has."""
+
+    path: Path
+    version: int
+
+    def oom_kills(self, local: bool = False) -> tuple[int, str] | None:
+        """(its OOM kill count, the file it came from), if it can be read."""
+        names = ["memory.oom_control"] if self.version == 1 else ["memory.events"]
+        if local and self.version == 2:
+            names.insert(0, "memory.events.local")
+        for name in names:
+            try:
+                for line in (self.path / name).read_text().splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value), str(self.path / name)
+            except (OSError, ValueError):
+                continue
+        return None
+
+    def limit_mb(self) -> float | None:
+        """Its memory limit in MB; None where there is none."""
+        name = "memory.limit_in_bytes" if self.version == 1 else "memory.max"
+        try:
+            value = (self.path / name).read_text().strip()
+        except OSError:
+            return None
+        if value == "max" or not value.isdigit() or int(value) >= 2**60:
+            return None
+        return int(value) / 2**20
+
+
+def _cgroups(proc_cgroup: str) -> list[Cgroup]:
+    """Where this process's memory cgroup may be, v2 first."""
+    found = []
     for line in proc_cgroup.splitlines():
         _, controllers, path = line.split(":", 2)
         path = path.lstrip("/")
         if controllers == "":
-            files += [
-                CGROUP_ROOT / path / "memory.events",
-                CGROUP_ROOT / "unified" / path / "memory.events",
-            ]
+            found += [Cgroup(CGROUP_ROOT / path, 2), Cgroup(CGROUP_ROOT / "unified" / path, 2)]
         elif "memory" in controllers.split(","):
-            files.append(CGROUP_ROOT / "memory" / path / "memory.oom_control")
-    return files
+            found.append(Cgroup(CGROUP_ROOT / "memory" / path, 1))
+    return found
 
 
-def oom_kills() -> tuple[int, str] | None:
-    """(the OOM kill count of this process's memory cgroup, the file it came from), if any."""
+def own_cgroup() -> Cgroup | None:
+    """This process's memory cgroup: the first whose OOM kill count can be read."""
     try:
-        files = _cgroup_files(Path("/proc/self/cgroup").read_text())
+        candidates = _cgroups(Path("/proc/self/cgroup").read_text())
     except OSError:
         return None
-    for path in files:
-        try:
-            for line in path.read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill":
-                    return int(value), str(path)
-        except (OSError, ValueError):
-            continue
-    return None
+    return next((c for c in candidates if c.oom_kills() is not None), None)
 
 
-def oom_record(before: tuple[int, str] | None) -> str | None:
-    """How the OOM kill count changed since `before`, when it rose."""
-    after = oom_kills()
-    if before is None or after is None or after[0] <= before[0]:
+def child_cgroup(parent: Cgroup, pid: int) -> Cgroup | None:
+    """A memory cgroup for `pid` alone under `parent`, the process moved into it; None where
+    none can be made here (a cgroup without its own OOM count is no evidence)."""
+    child = Cgroup(parent.path / f"mptbench-trainer-{pid}", parent.version)
+    try:
+        # cgroup v1 without hierarchy (kernels before 5.x): a child would escape the limit.
+        if parent.version == 1 and (parent.path / "memory.use_hierarchy").read_text() == "0\n":
+            return None
+        child.path.mkdir()
+    except OSError:
         return None
-    return f"{after[1]}: oom_kill {before[0]} -> {after[0]}"
+    try:
+        if child.oom_kills(local=True) is None:
+            raise OSError("no memory controller in the new cgroup")
+        (child.path / "cgroup.procs").write_text(str(pid))
+    except OSError:
+        remove(child)
+        return None
+    return child
 
 
-def watch(child, limit_mb: int | None) -> tuple[int, str | None]:
-    """Wait for the child; with a limit, kill it once its resident memory passes the limit, as
-    an OOM killer would. Returns the exit code and, when it was killed here, why."""
-    if not limit_mb:
-        return child.wait(), None
+def remove(cgroup: Cgroup) -> None:
+    """Remove an emptied cgroup (its process may take a moment to leave it)."""
+    for _ in range(40):
+        try:
+            cgroup.path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.05)
+
+
+@dataclass
+class Evidence:
+    """What the kernel and the supervisor saw of a trainer's memory while it ran."""
+
+    shared: Cgroup | None
+    shared_before: tuple[int, str] | None
+    own: Cgroup | None = None
+    peak_rss_mb: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def start(cls) -> Evidence:
+        """Before the trainer starts: the shared cgroup's count."""
+        shared = own_cgroup()
+        return cls(shared, shared.oom_kills() if shared else None)
+
+    def adopt(self, pid: int) -> None:
+        """Give the trainer its own cgroup, where one can be made."""
+        if self.shared is not None:
+            self.own = child_cgroup(self.shared, pid)
+
+    def release(self) -> None:
+        if self.own is not None:
+            remove(self.own)
+
+    def oom_record(self) -> str | None:
+        """The trainer's own OOM kill record, when there is one; the shared count's rise is
+        noted (self.notes) where it is not taken as the trainer's."""
+        if self.own is not None:
+            count = self.own.oom_kills(local=True)
+            if count is not None and count[0] > 0:
+                return f"{count[1]}: oom_kill 0 -> {count[0]}"
+        rose = self._shared_rise()
+        if rose is None:
+            return None
+        limit = self.shared.limit_mb() if self.shared else None
+        if self.own is None and limit and self.peak_rss_mb >= SHARED_BLAME_SHARE * limit:
+            return f"{rose}, the trainer holding {self.peak_rss_mb:.0f} of its {limit:.0f} MB"
+        of = f"of its {limit:.0f} MB" if limit else "(the cgroup has no limit)"
+        held = f"the trainer held at most {self.peak_rss_mb:.0f} MB {of}"
+        whose = "not the trainer's own cgroup" if self.own else held
+        self.notes.append(f"an OOM kill in the cgroup it shares was another process's ({rose}; "
+                          f"{whose})")  # fmt: skip
+        return None
+
+    def _shared_rise(self) -> str | None:
+        if self.shared is None or self.shared_before is None:
+            return None
+        after = self.shared.oom_kills()
+        if after is None or after[0] <= self.shared_before[0]:
+            return None
+        return f"{after[1]}: oom_kill {self.shared_before[0]} -> {after[0]}"
+
+
+def watch(child, limit_mb: int | None, evidence: Evidence | None = None) -> tuple[int, str | None]:
+    """Wait for the child, sampling its resident memory (its peak goes to `evidence`); with a
+    limit, kill it once it passes the limit, as an OOM killer would. Returns the exit code and,
+    when it was killed here, why."""
     import psutil
 
-    watched = psutil.Process(child.pid)
+    try:
+        watched = psutil.Process(child.pid)
+    except psutil.Error:
+        return child.wait(), None
     while child.poll() is None:
         try:
             rss_mb = watched.memory_info().rss / 2**20
         except psutil.Error:  # it just ended
             continue
-        if rss_mb > limit_mb:
+        if evidence is not None:
+            evidence.peak_rss_mb = max(evidence.peak_rss_mb, rss_mb)
+        if limit_mb and rss_mb > limit_mb:
             child.kill()
             child.wait()
             return child.returncode, (
                 f"resident memory reached {rss_mb:.0f} MB, over train.memory_limit_mb={limit_mb}"
             )
-        time.sleep(0.05)
+        with contextlib.suppress(Exception):
+            child.wait(timeout=SAMPLE_S if limit_mb else 5 * SAMPLE_S)
     return child.returncode, None

@@ -45,6 +45,12 @@ def test_the_seed_convnets_training_step_matches_the_hand_count():
     forward_counted = info.forward_flops_per_example
     assert forward_counted["conv"] + forward_counted["matmul"] == forward
     assert info.parameters > 0 and "TensorFlow" in info.flops_counted_by
+    # Its own convolutions, as the calibration times them: input size, filters, kernel, stride.
+    assert [(c["input"], c["filters"], c["kernel"], c["stride"]) for c in info.conv_layers] == [
+        ([256, 256, 3], 32, 5, 2),
+        ([128, 128, 32], 64, 7, 2),
+        ([64, 64, 64], 128, 11, 2),
+    ]
 
 
 def _one_conv() -> ModelConfig:
@@ -66,6 +72,7 @@ def test_resnet50s_forward_pass_is_in_the_quoted_range():
     info = _describe("resnet50", 224)
     forward = sum(info.forward_flops_per_example.values())
     assert 7.6e9 <= forward <= 8.4e9  # 3.8-4.2 GMAC per 224 px image
+    assert len(info.conv_layers) == 53  # every Conv2D of ResNet-50, none left out
     assert info.parameters == pytest.approx(23.6e6, rel=0.02)  # ResNet-50's, 10 classes
 
 

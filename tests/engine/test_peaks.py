@@ -4,8 +4,9 @@ import time
 
 import pytest
 
+from mptbench.engine import peaks
 from mptbench.engine.kernels import kernels
-from mptbench.engine.peaks import Series, conv_at, doublings, matmul_at
+from mptbench.engine.peaks import Series, conv_at, conv_flops, doublings, matmul_at, model_conv_peak
 
 
 def _fake(rates):
@@ -35,6 +36,42 @@ def test_a_series_skips_a_size_that_would_overrun_its_cap():
     assert calls == [1] and best["stopped"].startswith("time cap")
 
 
+def test_a_strided_convolutions_flops_count_its_smaller_output():
+    assert conv_flops([1, 8, 8, 2, 4], 3) == 3 * 2 * 64 * 9 * 2 * 4
+    assert conv_flops([1, 8, 8, 2, 4], 3, stride=2) == 3 * 2 * 16 * 9 * 2 * 4
+    assert conv_flops([1, 7, 7, 2, 4], 3, stride=2) == 3 * 2 * 16 * 9 * 2 * 4  # 7/2 -> 4
+
+
+def test_the_models_own_layers_are_timed_largest_first_at_growing_batches(monkeypatch):
+    """Each distinct layer shape once, the costliest first; its batch doubles to the grid's
+    largest until throughput stops rising; a batch that fails ends no calibration."""
+    calls = []
+
+    def fake_conv_at(kernels, dtype, shape, kernel, min_seconds, stride=1):
+        calls.append((shape[1], shape[0]))
+        if shape[0] == 64:
+            raise RuntimeError("OOM when allocating tensor\nmore")
+        rate = {32: 1.0, 16: 2.0}[shape[1]] * shape[0]  # faster with batch, then no memory
+        return {"shape": shape, "kernel": kernel, "stride": stride, "tflops": rate}
+
+    monkeypatch.setattr(peaks, "conv_at", fake_conv_at)
+    layers = [
+        {"name": "m/small", "input": [16, 16, 8], "filters": 8, "kernel": 3, "stride": 1},
+        {"name": "m/big", "input": [32, 32, 8], "filters": 8, "kernel": 3, "stride": 1},
+        {"name": "m/big_again", "input": [32, 32, 8], "filters": 8, "kernel": 3, "stride": 1},
+    ]
+    settings = {"conv": {"batch": 8}, "min_seconds": 0.01}
+    best = model_conv_peak(None, "float32", layers, settings, time.monotonic() + 60, 64)
+    # big (32 px) first, at 8, 16, 32 and 64 (out of memory); then small; big_again is big.
+    assert calls == [(32, 8), (32, 16), (32, 32), (32, 64), (16, 8), (16, 16), (16, 32),
+                     (16, 64)]  # fmt: skip
+    assert best["layer"] == "m/small" and best["tflops"] == 64.0 and best["shape"][0] == 32
+    assert [t["error"] for t in best["tried"] if "error" in t] == ["OOM when allocating tensor"] * 2
+    assert best["stopped"] == "every layer shape timed (2)"
+    late = model_conv_peak(None, "float32", layers, settings, time.monotonic() - 1, 64)
+    assert late["stopped"] == "time cap (0 of 2 layer shapes timed)" and not late["tried"]
+
+
 def test_doublings():
     assert doublings(256, 4096) == [256, 512, 1024, 2048, 4096]
     assert doublings(100, 150) == [100]
@@ -48,6 +85,7 @@ def test_xla_compiled_peaks_measure_on_this_cpu():
         steps = kernels("tensorflow", tf, jit)
         assert matmul_at(steps, "float32", 128, 0.05)["tflops"] > 0
         assert conv_at(steps, "bfloat16", [2, 8, 8, 8, 8], 3, 0.05)["tflops"] > 0
+        assert conv_at(steps, "float32", [2, 9, 9, 8, 8], 5, 0.05, stride=2)["tflops"] > 0
 
 
 def test_jax_peaks_are_measured_with_jitted_lax_kernels():
@@ -57,6 +95,7 @@ def test_jax_peaks_are_measured_with_jitted_lax_kernels():
     for dtype in ("float32", "bfloat16", "float16"):
         assert matmul_at(steps, dtype, 128, 0.05)["tflops"] > 0
         assert conv_at(steps, dtype, [2, 8, 8, 8, 8], 3, 0.05)["tflops"] > 0
+        assert conv_at(steps, dtype, [2, 9, 9, 8, 8], 5, 0.05, stride=2)["tflops"] > 0
 
 
 def test_a_conv_step_computes_its_forward_pass_and_both_gradients():

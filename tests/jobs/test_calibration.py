@@ -40,6 +40,32 @@ def test_calibrate_measures_every_dtype(tmp_path):
 
 
 @pytest.mark.slow
+def test_the_conv_peak_covers_the_models_own_convolutions(tmp_path):
+    """A model whose own kernels (here 11x11, stride 2) run faster than the generic 3x3 and
+    5x5 series is held to them: its layers are timed too, and the best of both is the peak."""
+    info = tmp_path / "model.json"
+    layers = [{"name": "conv2d", "input": [32, 32, 32], "filters": 64, "kernel": 11, "stride": 2}]
+    info.write_text(json.dumps({
+        "model": "seed", "kind": "layers", "input_shape": [64, 64, 3], "num_classes": 10,
+        "parameters": 1, "training_flops_per_example": {}, "forward_flops_per_example": {},
+        "flops_counted_by": "hand", "conv_layers": layers,
+    }))  # fmt: skip
+    out = tmp_path / "cpu.json"
+    calibrate_variant("cpu", PYPI, SETTINGS, None, str(out), model_infos=[str(info)],
+                      model_batch=4)  # fmt: skip
+    data = json.loads(out.read_text())
+    assert data["model_batch"] == 4
+    for conv in data["conv"].values():
+        own = conv["model_layers"]
+        assert {t["layer"] for t in own["tried"]} == {"seed/conv2d"}
+        assert {t["shape"][0] for t in own["tried"]} <= {2, 4}  # from conv.batch to the grid's
+        assert conv["tflops"] == max(own["tflops"], max(t["tflops"] for t in conv["tried"]))
+        assert conv["source"] in ("generic series", "the models' own layer seed/conv2d")
+    # On this CPU the 11x11 kernel's float32 throughput beats the small generic shapes.
+    assert data["conv"]["float32"]["source"] == "the models' own layer seed/conv2d"
+
+
+@pytest.mark.slow
 def test_an_xla_variant_is_calibrated_compiled(tmp_path):
     out = tmp_path / "xla.json"
     variant = VariantConfig("pypi_xla", ("tensorflow",), jit_compile=True)

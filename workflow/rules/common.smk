@@ -79,11 +79,40 @@ REPORT_DIR = layout.REPORT_DIR.format(experiment=EXPERIMENT)
 RECORDS = [layout.RUN_RECORD.format(**cell.wildcards(EXPERIMENT)) for cell in CELLS]
 
 
+def models_of(backend, variant, device):
+    """The descriptions of the models a backend and variant's cells on a device train."""
+    names = {
+        c.model
+        for c in CELLS
+        if (c.backend, c.variant, c.device) == (backend, variant, device)
+    }
+    return [
+        layout.MODEL_INFO.format(
+            model=m, key=layout.model_key(CFG["model"][m], DATASET)
+        )
+        for m in sorted(names)
+    ]
+
+
+def batch_of(backend, variant, device):
+    """The largest batch size a backend and variant's cells on a device train at."""
+    return max(
+        c.batch_size
+        for c in CELLS
+        if (c.backend, c.variant, c.device) == (backend, variant, device)
+    )
+
+
 def calibration_of(backend, variant, device):
-    """The calibration a backend and variant's cells on a device are compared with."""
+    """The calibration a backend and variant's cells on a device are compared with: measured
+    with its settings and over its models' own convolutions."""
     settings = Device(device).settings(CFG["device"])
     key = layout.calibration_key(
-        CFG["variant"][variant], settings["calibrate"], settings.get("tf32")
+        CFG["variant"][variant],
+        settings["calibrate"],
+        settings.get("tf32"),
+        models=models_of(backend, variant, device),
+        batch=batch_of(backend, variant, device),
     )
     return layout.CALIBRATION.format(
         backend=backend, variant=variant, device=device, settings=key
@@ -187,6 +216,14 @@ def backend_of(wildcards):
 def device_tf32(wildcards):
     """Whether a GPU may run float32 as TF32 (device.gpu.tf32); True on a CPU (no effect)."""
     return bool(device_of(wildcards).settings(CFG["device"]).get("tf32", True))
+
+
+def calibration_models(wildcards):
+    return models_of(wildcards.backend, wildcards.variant, wildcards.device)
+
+
+def calibration_batch(wildcards):
+    return batch_of(wildcards.backend, wildcards.variant, wildcards.device)
 
 
 def calibrate_settings(wildcards):

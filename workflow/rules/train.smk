@@ -88,9 +88,11 @@ rule train:
 
 
 rule calibrate:
-    # The device's measured peak per dtype, with the backend, the variant's build and settings.
+    # The device's measured peak per dtype, with the backend, the variant's build and settings;
+    # the conv peak also over the grid's models' own convolutions (their descriptions').
     input:
         env=layout.VARIANT_ENV,
+        models=calibration_models,
     output:
         layout.CALIBRATION,
     log:
@@ -108,5 +110,6 @@ rule calibrate:
         variant=variant_of,
         settings=calibrate_settings,
         tf32=device_tf32,
+        model_batch=calibration_batch,
     script:
         "../scripts/calibrate.py"

@@ -215,6 +215,10 @@ class CalibrateJob:
     settings: dict[str, Any]
     jit_compile: Any = "auto"
     tf32: bool = True
+    # The grid's models' own Conv2D layers (ModelInfo.conv_layers, each with its model named),
+    # timed at batches up to the grid's largest.
+    model_convs: list[dict[str, Any]] = field(default_factory=list)
+    model_batch: int = 0
 
 
 @dataclass(frozen=True)
@@ -317,6 +321,7 @@ class Calibration:
     conv: dict[str, dict[str, Any]]
     matmul_vs_float32: dict[str, float]
     conv_vs_float32: dict[str, float]
+    model_batch: int = 0  # the largest batch the models' own convolutions were timed at
 
 
 @dataclass
@@ -334,6 +339,8 @@ class ModelInfo:
     builder: str | None = None
     builder_file: str | None = None
     builder_sha256: str | None = None
+    # Its distinct Conv2D layers: name, input [h, w, channels], filters, kernel, stride.
+    conv_layers: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

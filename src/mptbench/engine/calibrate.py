@@ -15,22 +15,35 @@ from mptbench.core.policies import DTYPES
 from mptbench.engine.backends import Session
 from mptbench.engine.fingerprint import on_device
 from mptbench.engine.kernels import kernels as kernels_of
-from mptbench.engine.peaks import conv_peak, matmul_peak
+from mptbench.engine.peaks import conv_peak, matmul_peak, model_conv_peak
 
 
-def calibrate(kernels, settings: dict, log=print) -> dict:
+def calibrate(
+    kernels, settings: dict, log=print, model_convs: list[dict] | None = None, max_batch: int = 0
+) -> dict:
     """Matmul and convolution peaks per dtype; each dtype within settings["cap_s"], half of
-    it for matmuls (the convolutions may use what the matmuls leave)."""
+    it for matmuls (the convolutions may use what the matmuls leave), and half as much again
+    for the models' own convolutions (`model_convs`, model_info's conv_layers, at batches up
+    to `max_batch`): the conv peak is the best of the generic series and the models' own."""
     result: dict = {"settings": settings, "jit_compile": kernels.jit, "matmul": {}, "conv": {}}
+    result["model_batch"] = max_batch
     for dtype in DTYPES:
         started = time.monotonic()
         mm = matmul_peak(kernels, dtype, settings, started + settings["cap_s"] / 2)
         conv = conv_peak(kernels, dtype, settings, started + settings["cap_s"])
+        conv["source"] = "generic series"
+        if model_convs:
+            deadline = time.monotonic() + settings["cap_s"] / 2
+            own = model_conv_peak(kernels, dtype, model_convs, settings, deadline, max_batch)
+            conv["model_layers"] = own
+            if own.get("tflops", 0) > conv["tflops"]:
+                conv |= {k: own[k] for k in ("tflops", "shape", "kernel", "stride", "layer")}
+                conv["source"] = f"the models' own layer {own['layer']}"
         result["matmul"][dtype], result["conv"][dtype] = mm, conv
         log(
             f"{dtype}: matmul {mm['tflops']:.3f} TFLOP/s at {mm['size']} ({mm['stopped']}), "
             f"conv {conv['tflops']:.3f} TFLOP/s at {conv['shape']} k{conv['kernel']} "
-            f"({conv['stopped']}); {time.monotonic() - started:.1f} s"
+            f"({conv['stopped']}; {conv['source']}); {time.monotonic() - started:.1f} s"
         )
     for kind in ("matmul", "conv"):
         base = result[kind]["float32"]["tflops"]
@@ -43,6 +56,7 @@ def measure(session: Session, job: CalibrateJob) -> Calibration:
     facts = on_device(session, job.device, job.tf32)
     # Measured as the variant's cells run: XLA-compiled where they are (jit_compile=True).
     kernels = kernels_of(session.name, session.framework, job.jit_compile is True)
-    measured = calibrate(kernels, job.settings, log=lambda line: print(line, flush=True))
+    measured = calibrate(kernels, job.settings, lambda line: print(line, flush=True),
+                         job.model_convs, job.model_batch)  # fmt: skip
     return Calibration(device=job.device, variant=job.variant, backend=session.name,
                        fingerprint=facts, **measured)  # fmt: skip

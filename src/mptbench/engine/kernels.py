@@ -27,7 +27,7 @@ class TensorFlowKernels:
         b = tf.cast(tf.random.uniform((size, size), seed=2), dtype)
         return self._function(lambda: tf.reduce_sum(tf.cast(tf.matmul(a, b), tf.float32)))
 
-    def conv(self, dtype: str, shape: list[int], kernel: int) -> Step:
+    def conv(self, dtype: str, shape: list[int], kernel: int, stride: int = 1) -> Step:
         tf = self.tf
         batch, height, width, c_in, c_out = shape
         x = tf.cast(tf.random.uniform((batch, height, width, c_in), seed=1), dtype)
@@ -36,7 +36,7 @@ class TensorFlowKernels:
         def step():
             with tf.GradientTape() as tape:
                 tape.watch([x, w])
-                y = tf.nn.conv2d(x, w, strides=1, padding="SAME")
+                y = tf.nn.conv2d(x, w, strides=stride, padding="SAME")
                 loss = tf.reduce_sum(tf.cast(y, tf.float32))
             dx, dw = tape.gradient(loss, [x, w])
             return (
@@ -65,7 +65,7 @@ class JaxKernels:
         f = self.jax.jit(lambda a, b: jnp.sum((a @ b).astype(jnp.float32)))
         return lambda: f(a, b)
 
-    def conv(self, dtype: str, shape: list[int], kernel: int) -> Step:
+    def conv(self, dtype: str, shape: list[int], kernel: int, stride: int = 1) -> Step:
         jax, jnp = self.jax, self.jax.numpy
         batch, height, width, c_in, c_out = shape
         x, w = self._inputs(
@@ -74,7 +74,7 @@ class JaxKernels:
 
         def loss(x, w):
             y = jax.lax.conv_general_dilated(
-                x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+                x, w, (stride, stride), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
             )
             return jnp.sum(y.astype(jnp.float32))
 
@@ -106,7 +106,7 @@ class TorchKernels:
         a, b = self._inputs((size, size), (size, size), dtype=dtype)
         return lambda: torch.matmul(a, b).float().sum()
 
-    def conv(self, dtype: str, shape: list[int], kernel: int) -> Step:
+    def conv(self, dtype: str, shape: list[int], kernel: int, stride: int = 1) -> Step:
         torch = self.torch
         batch, height, width, c_in, c_out = shape
         x, w = self._inputs(
@@ -117,7 +117,9 @@ class TorchKernels:
 
         def step():
             x.grad = w.grad = None
-            loss = torch.nn.functional.conv2d(x, w, padding="same").float().sum()
+            # torch's "same" takes stride 1 only; k // 2 on each side gives the same output size.
+            y = torch.nn.functional.conv2d(x, w, stride=stride, padding=kernel // 2)
+            loss = y.float().sum()
             loss.backward()
             return (loss + x.grad.float().sum() + w.grad.float().sum()).detach()
 

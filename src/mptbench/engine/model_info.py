@@ -55,6 +55,36 @@ def _counts(keras, network, input_shape, model_cfg: ModelConfig, num_classes: in
     }
 
 
+def conv_layers(keras, network) -> list[dict]:
+    """The network's Conv2D layers (nested models' too) whose shape a calibration can time:
+    square kernel and stride, no dilation, no groups, a known input size. Depthwise and
+    separable convolutions are left out (the calibration's kernels are plain convolutions)."""
+    found, seen = [], set()
+
+    def walk(layer) -> None:
+        for inner in getattr(layer, "layers", None) or []:
+            walk(inner)
+        if not isinstance(layer, keras.layers.Conv2D) or id(layer) in seen:
+            return
+        seen.add(id(layer))
+        (kh, kw), (sh, sw) = layer.kernel_size, layer.strides
+        try:
+            shape = list(layer.input.shape[1:])
+        except (AttributeError, ValueError):
+            return  # a layer of a subclassed model: its input is not in the graph
+        if layer.data_format == "channels_first":
+            shape = shape[1:] + shape[:1]
+        plain = kh == kw and sh == sw and tuple(layer.dilation_rate) == (1, 1)
+        if plain and getattr(layer, "groups", 1) == 1 and None not in shape:
+            found.append({
+                "name": layer.name, "input": [int(d) for d in shape],
+                "filters": int(layer.filters), "kernel": int(kh), "stride": int(sh),
+            })  # fmt: skip
+
+    walk(network)
+    return found
+
+
 def describe(job: DescribeJob) -> ModelInfo:
     """Build the network in float32 and count it. Raises ModelError for a model that does not
     build (a builder that cannot be imported, raises, or returns something else)."""
@@ -70,6 +100,7 @@ def describe(job: DescribeJob) -> ModelInfo:
     info = ModelInfo(
         model=model_cfg.name, kind=model_cfg.kind, input_shape=list(input_shape),
         num_classes=job.num_classes, parameters=int(network.count_params()), **counts, **source,
+        conv_layers=conv_layers(keras, network),
     )  # fmt: skip
     flops_ = info.training_flops_per_example
     print(f"{info.model}: {info.parameters} parameters, {sum(flops_.values()) / 1e9:.3f} "

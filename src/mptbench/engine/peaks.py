@@ -72,18 +72,23 @@ def matmul_at(kernels, dtype: str, size: int, min_seconds: float) -> dict[str, A
     return {"dtype": dtype, "size": size, **time_calls(step, 2 * size**3, min_seconds)}
 
 
-def conv_flops(shape: list[int], kernel: int) -> int:
+def conv_flops(shape: list[int], kernel: int, stride: int = 1) -> int:
+    """A convolution training step's FLOPs: padding "SAME", so the output is the input over
+    the stride, rounded up."""
     batch, height, width, c_in, c_out = shape
-    return TRAINING_PASSES * 2 * batch * height * width * kernel * kernel * c_in * c_out
+    out_h, out_w = -(-height // stride), -(-width // stride)
+    return TRAINING_PASSES * 2 * batch * out_h * out_w * kernel * kernel * c_in * c_out
 
 
-def conv_at(kernels, dtype: str, shape: list[int], kernel: int, min_seconds: float) -> dict:
+def conv_at(
+    kernels, dtype: str, shape: list[int], kernel: int, min_seconds: float, stride: int = 1
+) -> dict:
     """Training TFLOP/s of a Conv2D (`shape`: batch, height, width, in, out channels): the
     forward pass and both gradients, as in training, since a dtype's backward kernels can be
     far slower than its forward one (TensorFlow's float16 on CPUs is)."""
-    step = kernels.conv(dtype, shape, kernel)
-    timed = time_calls(step, conv_flops(shape, kernel), min_seconds)
-    return {"dtype": dtype, "shape": shape, "kernel": kernel, **timed}
+    step = kernels.conv(dtype, shape, kernel, stride)
+    timed = time_calls(step, conv_flops(shape, kernel, stride), min_seconds)
+    return {"dtype": dtype, "shape": shape, "kernel": kernel, "stride": stride, **timed}
 
 
 def doublings(start: int, stop: int) -> list[int]:
@@ -126,3 +131,53 @@ def conv_peak(kernels, dtype: str, settings: dict, deadline: float) -> dict:
             best = result
         best["tried"] = tried
     return best
+
+
+def _layer_series(kernels, dtype: str, key: tuple, settings: dict, deadline: float,
+                  batches: list[int]) -> dict:  # fmt: skip
+    """One layer shape (h, w, in, out, kernel, stride) at growing batches."""
+    h, w, c_in, c_out, kernel, stride = key
+
+    def shape(b: int) -> list[int]:
+        return [b, h, w, c_in, c_out]
+
+    def measure(b: int) -> dict:
+        try:
+            return conv_at(kernels, dtype, shape(b), kernel, settings["min_seconds"], stride)
+        except Exception as exc:  # noqa: BLE001 - out of memory, mostly: the series ends
+            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            return {"shape": shape(b), "kernel": kernel, "stride": stride, "tflops": 0.0,
+                    "error": why}  # fmt: skip
+
+    series = Series(deadline, settings.get("min_gain", DEFAULT_MIN_GAIN))
+    return series.run(batches, lambda b: conv_flops(shape(b), kernel, stride), measure)
+
+
+def model_conv_peak(
+    kernels, dtype: str, layers: list[dict], settings: dict, deadline: float, max_batch: int
+) -> dict:
+    """The models' own convolutions (model_info's conv_layers: each model's Conv2D layers at
+    its image size), largest first, within the deadline: each distinct shape's batch doubles
+    from the calibration's (conv.batch) to the grid's largest (`max_batch`) until throughput
+    stops rising, so a model whose own kernels run faster than the generic series is held to
+    them. A size that fails (out of memory) counts as no gain; its error is kept."""
+    start = settings["conv"]["batch"]
+    shapes: dict[tuple, dict] = {}
+    for layer in layers:
+        h, w, c_in = layer["input"]
+        shapes.setdefault((h, w, c_in, layer["filters"], layer["kernel"], layer["stride"]), layer)
+    order = sorted(shapes, key=lambda k: -conv_flops([start, *k[:4]], k[4], k[5]))
+    batches = doublings(start, max(start, max_batch))
+    best: dict = {}
+    tried: list[dict] = []
+    stopped = f"every layer shape timed ({len(order)})"
+    for n, key in enumerate(order):
+        if time.monotonic() >= deadline:
+            stopped = f"time cap ({n} of {len(order)} layer shapes timed)"
+            break
+        found = _layer_series(kernels, dtype, key, settings, deadline, batches)
+        name = shapes[key]["name"]
+        tried += [t | {"layer": name} for t in found["tried"]]
+        if found.get("tflops", 0) > best.get("tflops", 0):
+            best = {k: v for k, v in found.items() if k != "tried"} | {"layer": name}
+    return best | {"stopped": stopped, "tried": tried}

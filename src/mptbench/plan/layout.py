@@ -98,14 +98,22 @@ def model_key(model: dict[str, Any], dataset: dict[str, Any]) -> str:
 
 
 def calibration_key(
-    variant: dict[str, Any], settings: dict[str, Any], tf32: bool | None = None
+    variant: dict[str, Any],
+    settings: dict[str, Any],
+    tf32: bool | None = None,
+    models: list[str] = (),
+    batch: int = 0,
 ) -> str:
     """What a calibration depends on, as 12 hex digits: its sizes, the variant's build and
-    settings (environment, XLA, wheel), and on GPUs the TF32 setting."""
+    settings (environment, XLA, wheel), on GPUs the TF32 setting, and the descriptions of the
+    models whose own convolutions it times (`models`: their paths, which name their keys) and
+    the largest batch it times them at."""
     facts = {
         "settings": settings,
         "variant": {k: variant.get(k) for k in ("env", "jit_compile", "wheel", "build")},
     }
+    if models:
+        facts["models"], facts["batch"] = sorted(models), batch
     if tf32 is not None:
         facts["tf32"] = tf32
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:12]

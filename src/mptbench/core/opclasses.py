@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import re
 
-# (column, what the report calls it), in the report's order; host_overhead is derived.
+# (column, what the report calls it), in the report's order. The op classes are what the ops
+# of a step took (their self time); framework is the executor's own time between them and idle
+# its threads' waiting, both read off the timeline; unattributed is what of the profiled step
+# none of those accounts for. Background input (tf.data's threads preparing the next batches
+# while the step computes) overlaps the step and is not part of it.
 CLASSES = (
     ("conv_forward", "convolution forward"),
     ("conv_backward_input", "convolution backward (input)"),
@@ -21,16 +25,23 @@ CLASSES = (
     ("cast", "casts"),
     ("loss_scaling", "loss scaling and finite checks"),
     ("optimizer", "optimizer update"),
-    ("input", "input pipeline"),
+    ("input", "input (the step waiting for its batch)"),
     ("other", "other"),
-    ("host_overhead", "host overhead/idle"),
+    ("framework", "framework (the executor between ops)"),
+    ("idle", "idle (the step's threads waiting)"),
+    ("unattributed", "unattributed"),
+    ("background_input", "background input (tf.data, overlapping the step)"),
 )
 NAMES = dict(CLASSES)
-OP_CLASSES = tuple(c for c, _ in CLASSES if c != "host_overhead")
+# What the ops of the profile are classed into (framework, idle and unattributed are not ops).
+OP_CLASSES = tuple(c for c, _ in CLASSES if c not in ("framework", "idle", "unattributed"))
+# Classes that add up to the step: all but what overlaps it.
+STEP_CLASSES = tuple(c for c, _ in CLASSES if c != "background_input")
 
 # Ops classed by type alone, before any scope is looked at.
 _FIRST = (
-    ("input", r"Dataset|Iterator.*|IteratorGetNext.*|OptionalFromValue|OptionalGetValue"),
+    ("background_input", r"Dataset"),  # the iterator's own threads (Iterator::Root::...)
+    ("input", r"Iterator.*|IteratorGetNext.*|OptionalFromValue|OptionalGetValue"),
     ("loss_scaling", r"IsFinite|All"),
 )
 # oneDNN renames the ops it takes over (_MklNativeFusedConv2D, _MklNativeConv2DBackpropFilter

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from pathlib import Path
 from typing import Any
 
 from mptbench.core import stats
@@ -141,17 +142,35 @@ def _input_bound(repeats: list[ArmResult]) -> dict[str, Any]:
 
 
 def attach_breakdown(record: dict[str, Any], repeats: list[ArmResult]) -> None:
-    """The op-class breakdown of the repeat that was profiled, against the cell's median step."""
-    profiled = next((r.profile for r in repeats if r.profile), None)
-    if not profiled or record.get("outcome") != "ok" or not profiled.step_s:
+    """The op-class breakdown of every profiled repeat, and per class its median over them
+    with their range (a class's spread shows how far one profile is to be trusted), beside
+    the profiled step and the cell's timed step."""
+    profiled = [r.profile for r in repeats if r.profile and r.profile.step_s]
+    if not profiled or record.get("outcome") != "ok":
         return
-    xplane = xplane_of(profiled.dir)
-    if xplane is None:
-        raise RuntimeError(f"the profiler wrote no *.xplane.pb under {profiled.dir}")
-    record["breakdown"] = breakdown(
-        xplane,
-        profiled.steps,
-        1000 * statistics.median(profiled.step_s),
-        record["ms_per_step"],
-        profiled.scopes,
-    ) | {"xplane": str(xplane), "dir": profiled.dir}
+    each = []
+    for profile in profiled:
+        xplane = xplane_of(profile.dir)
+        if xplane is None:
+            raise RuntimeError(f"the profiler wrote no *.xplane.pb under {profile.dir}")
+        found = breakdown(xplane, profile.steps, 1000 * statistics.median(profile.step_s),
+                          profile.scopes)  # fmt: skip
+        each.append(found | {"xplane": str(xplane)})
+    classes = {c: [b["classes_ms"][c] for b in each if c in b["classes_ms"]]
+               for c in each[0]["classes_ms"]}  # fmt: skip
+    closures = [b["closure"] for b in each if b.get("closure") is not None]
+    record["breakdown"] = {
+        "classes_ms": {c: statistics.median(v) for c, v in classes.items()},
+        "classes_min_ms": {c: min(v) for c, v in classes.items()},
+        "classes_max_ms": {c: max(v) for c, v in classes.items()},
+        "profiled_ms_per_step": statistics.median(b["profiled_ms_per_step"] for b in each),
+        "timed_ms_per_step": record.get("ms_per_step"),
+        "closure": statistics.median(closures) if closures else None,
+        "threads": each[0].get("threads"),
+        "concurrency": statistics.median(b["concurrency"] for b in each if b["concurrency"]),
+        "profiles": len(each),
+        "profile_steps": sum(b["profile_steps"] for b in each),
+        "top_ops": each[0]["top_ops"],
+        "repeats": [{k: v for k, v in b.items() if k != "top_ops"} for b in each],
+        "dir": str(Path(profiled[0].dir).parent),
+    }

@@ -55,6 +55,7 @@ def _log(mlrun, record: dict) -> None:
     if record.get("breakdown"):
         classes = record["breakdown"]["classes_ms"]
         metrics |= {f"breakdown_{cls}_ms": ms for cls, ms in classes.items()}
+        metrics["breakdown_closure"] = record["breakdown"]["closure"]
         # Gone when a failed attempt's outputs were removed (a record kept for a rerun).
         if Path(record["breakdown"]["dir"]).is_dir():
             mlrun.log_artifacts(record["breakdown"]["dir"], "profile")

@@ -1,29 +1,43 @@
-"""Op-level profiles: where each millisecond of a step went, class by class.
+"""Op-level profiles: where each millisecond of a step went, class by class, as measured.
 
-The trainer runs train.profile_steps steps under the framework's profiler after a cell's
+The trainer runs train.profile_steps steps under the framework's profiler after each repeat's
 timed steps (never during them), with the step clock around each, and keeps the raw profile
-(an XSpace, *.xplane.pb: TensorBoard's and XProf's format). This module turns that file into
-per-op self times (xprof's framework_op_stats, offline, no TensorFlow needed) and per-class
-milliseconds per step (measure/opclasses.py).
+(an XSpace, *.xplane.pb: TensorBoard's and XProf's format). This module reads it offline, no
+TensorFlow needed:
 
-Counting. On a CPU everything runs on the host; an op's self time is its time on the thread
-that ran it, with its intra-op worker threads' work inside it. Ops that ran at once on
-different threads (inter-op parallelism) would count twice, so when the ops' self times add
-up to more than the profiled steps' wall time, each class's share is its part of the ops'
-total instead of the wall time (the ratio is recorded as `concurrency`). On a GPU the
-device's ops are counted from the device's lines of the trace, the input pipeline from the
-host's. The profiler slows small ops down (a few microseconds each), so the shares, not the
-profiled milliseconds, are applied to the cell's measured median step; what is left of it is
-host overhead/idle: framework and Python work between ops, and waiting.
+- each op's self time, from xprof's framework_op_stats, classed (core/opclasses.py): the raw
+  profiled milliseconds per step of each class. tf.data's own threads preparing the next
+  batches while the step computes are "background input": they overlap the step and are not
+  part of its sum;
+- from the timeline (the XSpace's threads and events): the step's executor threads (TensorFlow's
+  inter-op threads, tf_Compute), each step's window (the train function's call on the Python
+  thread), and on those threads within those windows the executor's own time between ops
+  ("framework") and the threads' waiting ("idle").
+
+Nothing is rescaled. The profiled step (the step clock's, under the profiler) and the timed
+step (the cell's, without it) are kept side by side. Over the executor threads, the op classes
+plus framework plus idle should account for the profiled step times the threads: `closure`
+is that sum over threads times the profiled step, and what it leaves is "unattributed". The
+op times come from xprof's analysis, framework and idle from the timeline, the profiled step
+from the step clock: three sources, so a closure far from 1 means one of them is wrong. On a
+GPU the device's lines time the math and the host's only the input; no closure is computed.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
-from mptbench.core.opclasses import OP_CLASSES, op_class
+from mptbench.core.opclasses import OP_CLASSES, STEP_CLASSES, op_class
+
+# The Python thread's event for one call of Keras' compiled train function: one step, or one
+# block of steps on GPUs.
+STEP_EVENT = "step_on_iterator"
+EXECUTOR_LINES = ("tf_Compute",)
+EXECUTOR_EVENT = "ExecutorState::Process"
+OP_EVENT = re.compile(r"[^:]:[A-Za-z_]")  # "scope/name:Type", as TensorFlow names an op's event
 
 
 def xplane_of(logdir: str | Path) -> Path | None:
@@ -47,44 +61,104 @@ def op_stats(xplane: str | Path) -> list[dict[str, Any]]:
 
 
 def classify(rows: list[dict], scopes: dict[str, str | None]) -> dict[str, float]:
-    """Microseconds of self time per class, from the device's rows where there are any."""
+    """Microseconds of self time per op class, from the device's rows where there are any."""
     on_device = any(r["host_or_device"] == "Device" for r in rows)
     totals = dict.fromkeys(OP_CLASSES, 0.0)
     for row in rows:
         if row["type"] == "IDLE":
-            continue  # idle thread time: not step time
+            continue  # idle thread time, over every thread: the timeline's per thread is read
         cls = op_class(row["type"], row["operation"] or "", **scopes)
         # On a GPU the device's lines time the math; the host's only the input pipeline.
-        if on_device and row["host_or_device"] != "Device" and cls != "input":
+        on_host_only = cls in ("input", "background_input")
+        if on_device and row["host_or_device"] != "Device" and not on_host_only:
             continue
         totals[cls] += float(row["total_self_time"] or 0)
     return totals
 
 
-def breakdown(
-    xplane: str | Path, steps: int, profiled_ms: float, measured_ms: float, scopes: dict
-) -> dict[str, Any]:
-    """ms per step per class, host overhead/idle included, adding up to measured_ms.
+def _union(intervals: list[tuple[int, int]]) -> int:
+    """ns covered by the union of [start, end) intervals."""
+    covered, end = 0, None
+    for a, b in sorted(intervals):
+        if end is None or a > end:
+            covered += b - a
+            end = b
+        elif b > end:
+            covered += b - end
+            end = b
+    return covered
 
-    The profile gives each class's share of the profiled steps' wall time (its self time over
-    that wall time, or over the ops' total where ops overlapped); those shares are applied to
-    the cell's measured median step, which the profiler did not slow down. The profiled
-    steps' own wall time is kept beside them: what profiling cost this cell.
-    """
-    totals = classify(op_stats(xplane), scopes)
-    ops_ms = {cls: us / 1000 / steps for cls, us in totals.items()}
-    busy = sum(ops_ms.values())
-    span = max(busy, profiled_ms) or 1.0
-    classes = {cls: measured_ms * ms / span for cls, ms in ops_ms.items()}
-    classes["host_overhead"] = measured_ms * (1 - busy / span)
+
+def _clip(events, window: tuple[int, int]) -> list[tuple[int, int]]:
+    lo, hi = window
+    return [(max(s, lo), min(e, hi)) for s, e in events if e > lo and s < hi]
+
+
+def timeline(xplane: str | Path) -> dict[str, Any] | None:
+    """From the host's timeline: the step windows, the executor threads, and within the
+    windows on those threads the executor's own ns (framework) and the threads' idle ns. None
+    where the profile has no such threads (a GPU's, or another framework's)."""
+    from xprof import profile_data
+
+    host = next((p for p in profile_data.ProfileData.from_file(str(xplane)).planes
+                 if p.name == "/host:CPU"), None)  # fmt: skip
+    if host is None:
+        return None
+    windows, threads = [], []
+    for line in host.lines:
+        events = [(e.start_ns, e.start_ns + e.duration_ns, e.name) for e in line.events]
+        windows += [(s, e) for s, e, name in events if name.endswith(STEP_EVENT)]
+        if line.name.startswith(EXECUTOR_LINES) and any(OP_EVENT.search(n) for *_, n in events):
+            threads.append(events)
+    if not windows or not threads:
+        return None
+    framework = idle = 0
+    for events in threads:
+        ops = [(s, e) for s, e, name in events if OP_EVENT.search(name) and e > s]
+        busy = ops + [(s, e) for s, e, name in events if name == EXECUTOR_EVENT]
+        for window in windows:
+            covered = _union(_clip(busy, window))
+            framework += covered - _union(_clip(ops, window))
+            idle += window[1] - window[0] - covered
+    return {"windows": len(windows), "threads": len(threads), "framework_ns": framework,
+            "idle_ns": idle}  # fmt: skip
+
+
+def closure(classes: dict[str, float], threads: int, profiled_ms: float) -> dict[str, float]:
+    """How the step's classes (op classes, framework, idle: ms per step, summed over the
+    executor threads) account for the profiled step on each of `threads` threads: their sum
+    over threads times the step (1: all of it), and the ms per step, summed over the threads
+    like the classes, left unattributed (below 0 where they account for more than the step:
+    something was counted twice)."""
+    accounted = sum(v for c, v in classes.items() if c in STEP_CLASSES and c != "unattributed")
     return {
+        "closure": accounted / threads / profiled_ms if profiled_ms else float("nan"),
+        "unattributed": threads * profiled_ms - accounted,
+    }
+
+
+def breakdown(xplane: str | Path, steps: int, profiled_ms: float, scopes: dict) -> dict[str, Any]:
+    """ms per profiled step per class, as measured, and how they close on the profiled step.
+
+    `steps`: the steps profiled; `profiled_ms`: their median, by the step clock."""
+    ops = {cls: us / 1000 / steps for cls, us in classify(op_stats(xplane), scopes).items()}
+    classes = dict(ops)  # framework, idle and unattributed only where the timeline tells
+    found = timeline(xplane)
+    out: dict[str, Any] = {"profiled_ms_per_step": profiled_ms, "profile_steps": steps}
+    if found:
+        classes["framework"] = found["framework_ns"] / 1e6 / steps
+        classes["idle"] = found["idle_ns"] / 1e6 / steps
+        closed = closure(classes, found["threads"], profiled_ms)
+        classes["unattributed"] = closed["unattributed"]
+        out |= {"threads": found["threads"], "closure": closed["closure"]}
+    ops_ms = sum(v for c, v in ops.items() if c != "background_input")
+    out |= {
         "classes_ms": classes,
-        "profiled_ms_per_step": profiled_ms,
-        "ops_ms_per_step": busy,
-        "profile_steps": steps,
-        "concurrency": max(1.0, busy / profiled_ms) if profiled_ms else 1.0,
+        "ops_ms_per_step": ops_ms,
+        "concurrency": ops_ms / profiled_ms if profiled_ms else None,
         "top_ops": _top_ops(xplane, steps, scopes),
     }
+    return out
 
 
 def _top_ops(xplane, steps: int, scopes: dict, count: int = 15) -> list[dict]:

@@ -1,8 +1,14 @@
 """breakdown.csv, and each speedup explained op class by op class against the baseline.
 
-A cell's breakdown (train/combine.py) is ms per step per op class, host overhead/idle
-included, measured on a few profiled steps after its timed ones. A cell without one reads
-"not profiled": the report never guesses where its time went.
+A cell's breakdown (jobs/combine.py, jobs/profiles.py) is what its profiled steps measured, per
+class: the ops' self time summed over the step's executor threads, the executor's own time
+between ops ("framework") and the threads' waiting ("idle") from the timeline, and what none
+of them accounts for ("unattributed"). Nothing is rescaled: a class's part of one step is its
+milliseconds over the threads, the profiled step (under the profiler) and the timed step
+(without it) stand beside them, and `closure` says how far the measured classes account for
+the profiled step. Background input (tf.data's threads preparing the next batches) overlaps
+the step and is not part of its sum. A cell without one reads "not profiled": the report never
+guesses where its time went.
 """
 
 from __future__ import annotations
@@ -10,41 +16,61 @@ from __future__ import annotations
 import pandas as pd
 
 from mptbench.core.cells import AXES
-from mptbench.core.opclasses import CLASSES, NAMES
+from mptbench.core.opclasses import CLASSES, NAMES, STEP_CLASSES
 from mptbench.core.policies import policy_of_record
 from mptbench.report.summary import GROUP_KEYS, is_baseline
 from mptbench.report.tables import fmt_ms
 from mptbench.report.thresholds import BREAKDOWN_CHANGE, BREAKDOWN_NOTABLE
 from mptbench.report.wording import speedup_text
 
-COLUMNS = ["experiment", *AXES, "baseline", "op_class", "name", "ms_per_step", "share_of_step"]
-# The sentence speaks of convolutions as one; the table keeps their three classes apart.
+COLUMNS = [
+    "experiment", *AXES, "baseline", "op_class", "name", "in_step",
+    "ms_per_step", "ms_min", "ms_max", "threads", "ms_of_step", "share_of_profiled_step",
+    "profiled_ms_per_step", "timed_ms_per_step", "closure", "profiles", "profile_steps",
+]  # fmt: skip
+# The sentence speaks of convolutions as one; the table keeps their three classes apart. It
+# names what was measured only: not the unattributed rest, not what overlapped the step.
 SENTENCE_GROUPS = {
     "convolutions": ("conv_forward", "conv_backward_input", "conv_backward_filter"),
-    **{cls: (cls,) for cls, _ in CLASSES if not cls.startswith("conv_")},
+    **{c: (c,) for c in STEP_CLASSES if not c.startswith("conv_") and c != "unattributed"},
 }
 
 
 def breakdown_table(records: list[dict]) -> pd.DataFrame:
-    """One row per profiled cell and op class: ms per step and its share of the cell's step."""
+    """One row per profiled cell and class: the raw ms per profiled step (summed over the step's
+    threads; median, min and max over the profiled repeats), the class's part of one step
+    (ms_of_step: over the threads) and its share of the profiled step, beside the profiled and
+    the timed step and the closure."""
     rows = []
     for record in records:
-        classes = (record.get("breakdown") or {}).get("classes_ms")
+        found = record.get("breakdown") or {}
+        classes = found.get("classes_ms")
         if not classes:
             continue
-        step = record.get("ms_per_step") or sum(classes.values())
+        threads = found.get("threads") or 1
+        profiled = found.get("profiled_ms_per_step")
         for cls, name in CLASSES:
-            ms = classes.get(cls, 0.0)
+            ms = classes.get(cls)
             rows.append({
                 "experiment": record.get("experiment"), **{a: record.get(a) for a in AXES},
                 "baseline": policy_of_record(record).baseline, "op_class": cls, "name": name,
-                "ms_per_step": ms, "share_of_step": ms / step if step else None,
+                "in_step": cls in STEP_CLASSES, "ms_per_step": ms,
+                "ms_min": (found.get("classes_min_ms") or {}).get(cls),
+                "ms_max": (found.get("classes_max_ms") or {}).get(cls),
+                "threads": found.get("threads"),
+                "ms_of_step": None if ms is None else ms / threads,
+                "share_of_profiled_step": ms / threads / profiled if ms is not None and profiled
+                else None,
+                "profiled_ms_per_step": profiled,
+                "timed_ms_per_step": found.get("timed_ms_per_step", record.get("ms_per_step")),
+                "closure": found.get("closure"), "profiles": found.get("profiles"),
+                "profile_steps": found.get("profile_steps"),
             })  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def _group_ms(cells: pd.DataFrame) -> dict[str, float]:
-    by_class = cells.set_index("op_class")["ms_per_step"]
+    by_class = cells.set_index("op_class")["ms_of_step"].fillna(0.0)
     return {
         g: float(sum(by_class.get(c, 0.0) for c in members))
         for g, members in SENTENCE_GROUPS.items()
@@ -57,7 +83,8 @@ def _label(group: str) -> str:
 
 def sentence(policy: str, base: dict, mine: dict, step_ms: float, summary_row) -> str:
     """'mixed_float16 saved 9.1 ms in convolutions (1.9x faster) but spent 2.3 ms more in
-    casts; batch norm did not change; net 1.08× (...)'."""
+    casts; batch norm did not change; net 1.08× (...)'. The ms are of the profiled step
+    (`step_ms`, the baseline's), per executor thread."""
     change = BREAKDOWN_CHANGE * step_ms
     saved, spent, same = [], [], []
     for group in SENTENCE_GROUPS:
@@ -85,15 +112,27 @@ def sentence(policy: str, base: dict, mine: dict, step_ms: float, summary_row) -
 
 
 def _comparison(base: pd.DataFrame, mine: pd.DataFrame) -> dict:
-    b = base.set_index("op_class")["ms_per_step"]
-    m = mine.set_index("op_class")["ms_per_step"]
+    """Class by class, ms of one profiled step (per executor thread) under the baseline and
+    the policy; then the profiled step and the timed step, each as measured."""
+    b = base.set_index("op_class")["ms_of_step"]
+    m = mine.set_index("op_class")["ms_of_step"]
     rows = []
     for cls, name in CLASSES:
-        delta = m.get(cls, 0.0) - b.get(cls, 0.0)
-        ratio = b.get(cls, 0.0) / m.get(cls) if m.get(cls, 0.0) > 0 else None
-        rows.append({"name": name, "baseline": b.get(cls, 0.0), "policy": m.get(cls, 0.0),
-                     "delta": delta, "ratio": ratio})  # fmt: skip
-    return {"rows": rows, "baseline_total": float(b.sum()), "policy_total": float(m.sum())}
+        if pd.isna(b.get(cls)) and pd.isna(m.get(cls)):
+            continue  # not measured for either (framework and idle on a GPU)
+        before, after = float(b.get(cls, 0.0)), float(m.get(cls, 0.0))
+        rows.append(_row(name, before, after))
+    for column, name in (("profiled_ms_per_step", "profiled step"),
+                         ("timed_ms_per_step", "timed step (no profiler)")):  # fmt: skip
+        rows.append(_row(name, float(base[column].iloc[0]), float(mine[column].iloc[0])))
+    closure = (base["closure"].iloc[0], mine["closure"].iloc[0])
+    return {"rows": rows, "closure": tuple(None if pd.isna(c) else float(c) for c in closure)}
+
+
+def _row(name: str, before: float, after: float) -> dict:
+    ratio = before / after if before > 0 and after > 0 else None
+    return {"name": name, "baseline": before, "policy": after, "delta": after - before,
+            "ratio": ratio}  # fmt: skip
 
 
 def _summary_row(summary: pd.DataFrame, group: tuple, policy, batch_size):
@@ -111,7 +150,7 @@ def explain(table: pd.DataFrame, summary: pd.DataFrame) -> list[dict]:
         base = cells[is_baseline(cells)]
         if base.empty:
             continue
-        step_ms = float(base["ms_per_step"].sum())
+        step_ms = float(base["profiled_ms_per_step"].iloc[0])
         baseline = str(base["policy"].iloc[0])
         for policy in [p for p in cells["policy"].unique() if p != baseline]:
             mine = cells[cells["policy"] == policy]

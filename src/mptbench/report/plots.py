@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, NullLocator  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
-from mptbench.core.opclasses import CLASSES  # noqa: E402
+from mptbench.core.opclasses import CLASSES, STEP_CLASSES  # noqa: E402
 from mptbench.core.outcomes import WORDS  # noqa: E402
 from mptbench.plan.layout import PUBLISHED_PLOT, group_file  # noqa: E402
 from mptbench.report.published import PUBLISHED_MIXED  # noqa: E402
@@ -187,19 +187,34 @@ def tflops_figure(rows: pd.DataFrame, title: str) -> bytes:
 
 
 def _stacked_bars(ax, cells: pd.DataFrame, label: str) -> None:
-    """One bar per (batch size, policy), stacked by op class."""
+    """One bar per (batch size, policy), stacked by the measured classes of one profiled step;
+    beside each bar the profiled step (a line: where the bar ends if the classes close) and
+    the timed step (a dot)."""
     bars = list(cells.groupby(["batch_size", "policy"], sort=True))
     names = [f"{int(b)}\n{p}" for (b, p), _ in bars]
     bottom = [0.0] * len(names)
-    for i, (cls, name) in enumerate(CLASSES):
-        heights = [float(g.loc[g["op_class"] == cls, "ms_per_step"].sum()) for _, g in bars]
+    stacked = [(c, n) for c, n in CLASSES if c in STEP_CLASSES and c != "unattributed"]
+    for i, (cls, name) in enumerate(stacked):
+        heights = [float(g.loc[g["op_class"] == cls, "ms_of_step"].sum()) for _, g in bars]
         hatch = "//" if i >= 10 else None  # the tab10 colours run out after ten classes
         ax.bar(range(len(names)), heights, bottom=bottom, label=name, color=f"C{i % 10}",
                hatch=hatch)  # fmt: skip
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    for column, style in (
+        ("profiled_ms_per_step", {"marker": "_", "s": 900, "color": "k"}),
+        ("timed_ms_per_step", {"marker": "o", "s": 18, "color": "k"}),
+    ):
+        steps = [float(g[column].iloc[0]) for _, g in bars]
+        ax.scatter(
+            range(len(names)),
+            steps,
+            zorder=3,
+            label=column.removesuffix("_ms_per_step") + " step",
+            **style,
+        )
     ax.set_xticks(range(len(names)), names, fontsize=7)
     ax.set_xlabel("batch size and policy")
-    ax.set_ylabel("ms per step")
+    ax.set_ylabel("ms of the profiled step")
     ax.set_title(label, fontsize=10)
     ax.grid(True, axis="y", alpha=0.3)
 

@@ -104,11 +104,11 @@ def runs(summary: pd.DataFrame, ui_url: str | None) -> dict:
 
 
 def comparison_table(explained: dict) -> dict:
-    """One policy against the baseline, op class by op class."""
+    """One policy against the baseline, class by class, then the profiled and the timed step."""
     base, policy = explained["baseline"], explained["policy"]
-    head = [cell("op class", "text"), cell(base, small="ms/step"),
-            cell(policy, small="ms/step"), cell("difference", small="ms/step"),
-            cell(f"{base} / {policy}")]  # fmt: skip
+    unit = "ms of the profiled step"
+    head = [cell("class", "text"), cell(base, small=unit), cell(policy, small=unit),
+            cell("difference", small="ms"), cell(f"{base} / {policy}")]  # fmt: skip
     rows = []
     for r in explained["comparison"]["rows"]:
         moved = "faster" if r["delta"] < 0 else "slower" if r["delta"] > 0 else None
@@ -120,6 +120,17 @@ def comparison_table(explained: dict) -> dict:
     return {"head": head, "rows": rows}
 
 
+def closure_text(explained: dict) -> str | None:
+    """'The measured classes account for 96% (float32) and 98% (mixed_float16) of the profiled
+    step.', or None where no closure was computed (a GPU's profile)."""
+    policies = (explained["baseline"], explained["policy"])
+    closures = zip(explained["comparison"]["closure"], policies, strict=True)
+    shown = [f"{c:.0%} ({p})" for c, p in closures if c is not None]
+    if not shown:
+        return None
+    return f"The measured classes account for {' and '.join(shown)} of the profiled step."
+
+
 def group(key: tuple, rows: pd.DataFrame, breakdown: pd.DataFrame) -> dict:
     """One (model, backend, variant, device): its table, plots, where its time went, its
     diagnosis."""
@@ -129,7 +140,10 @@ def group(key: tuple, rows: pd.DataFrame, breakdown: pd.DataFrame) -> dict:
         "label": device_label(rows.iloc[0]),
         "table": policy_table(rows),
         "plots": [{"src": group_file(key, p), "alt": PLOT_ALT[p]} for p in GROUP_PLOTS],
-        "explained": [e | {"table": comparison_table(e)} for e in explain(mine, rows)],
+        "explained": [
+            e | {"table": comparison_table(e), "closure": closure_text(e)}
+            for e in explain(mine, rows)
+        ],
         "not_profiled": not_profiled(rows, mine),
         "diagnosis": diagnose(rows),
     }

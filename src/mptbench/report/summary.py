@@ -110,8 +110,6 @@ def row_of(record: dict[str, Any], calibrations: dict) -> dict[str, Any]:
     row["variant"] = row["variant"] or "default"
     row["backend"] = row["backend"] or "tensorflow"  # records from before backends were an axis
     row["repeats"] = len(record.get("repeats") or []) or None
-    classes = (record.get("breakdown") or {}).get("classes_ms")
-    row["breakdown_total_ms"] = sum(classes.values()) if classes else None
     row.update(hardware(record))
     unused = (record.get("fingerprint") or {}).get("tf_unused_cpu_instructions")
     row["tf_unused_cpu_instructions"] = " ".join(unused or []) or None

@@ -1,0 +1,85 @@
+"""breakdown.csv and the class-by-class comparison: what was measured, nothing rescaled."""
+
+import pandas as pd
+import pytest
+
+from mptbench.core.opclasses import CLASSES, STEP_CLASSES
+from mptbench.report.breakdown import breakdown_table, explain
+from mptbench.report.sections import closure_text, comparison_table
+
+CELL = {"experiment": "e", "model": "m", "backend": "tensorflow", "variant": "pypi",
+        "device": "cpu", "batch_size": 8, "outcome": "ok"}  # fmt: skip
+
+
+def _record(policy: str, convs: float, timed: float, profiled: float, closure: float) -> dict:
+    """A cell profiled on 2 executor threads: classes in ms summed over both."""
+    classes = dict.fromkeys((c for c, _ in CLASSES), 0.0)
+    classes |= {"conv_forward": convs, "idle": 4.0, "framework": 1.0, "background_input": 3.0}
+    classes["unattributed"] = 2 * profiled - sum(classes[c] for c in STEP_CLASSES)
+    return CELL | {
+        "policy": policy, "compute_dtype": "float16" if "16" in policy else "float32",
+        "baseline": policy == "float32", "ms_per_step": timed,
+        "breakdown": {
+            "classes_ms": classes,
+            "classes_min_ms": {c: 0.9 * v for c, v in classes.items()},
+            "classes_max_ms": {c: 1.1 * v for c, v in classes.items()},
+            "threads": 2, "profiled_ms_per_step": profiled, "timed_ms_per_step": timed,
+            "closure": closure, "profiles": 3, "profile_steps": 6,
+        },
+    }  # fmt: skip
+
+
+def _summary(records):
+    rows = [{k: r[k] for k in (*CELL, "policy", "baseline", "ms_per_step")} for r in records]
+    frame = pd.DataFrame(rows)
+    frame["speedup_vs_baseline"] = [None, 1.2]
+    frame["speedup_verdict"] = [None, "faster"]
+    frame["speedup_ci_low"], frame["speedup_ci_high"] = [None, 1.1], [None, 1.3]
+    frame["profile_note"] = None
+    return frame
+
+
+def test_the_table_keeps_raw_ms_the_threads_and_both_steps():
+    records = [_record("float32", 20.0, 11.0, 13.0, 0.96), _record("mixed_float16", 8.0, 9.0,
+                                                                    10.0, 1.02)]  # fmt: skip
+    table = breakdown_table(records)
+    assert len(table) == 2 * len(CLASSES)
+    conv = table[(table["policy"] == "float32") & (table["op_class"] == "conv_forward")].iloc[0]
+    # As measured: 20 ms over two threads is 10 ms of one 13 ms profiled step.
+    assert conv["ms_per_step"] == 20.0 and conv["threads"] == 2 and conv["ms_of_step"] == 10.0
+    assert conv["share_of_profiled_step"] == pytest.approx(10 / 13)
+    assert (conv["ms_min"], conv["ms_max"]) == (pytest.approx(18.0), pytest.approx(22.0))
+    assert (conv["profiled_ms_per_step"], conv["timed_ms_per_step"]) == (13.0, 11.0)
+    # The step's classes add up to the profiled step (unattributed is their measured rest);
+    # background input overlaps it and stays out of the sum.
+    f32 = table[table["policy"] == "float32"]
+    assert f32[f32["in_step"]]["ms_of_step"].sum() == pytest.approx(13.0)
+    assert not f32.set_index("op_class").loc["background_input", "in_step"]
+
+    [explained] = explain(table, _summary(records))
+    text = explained["sentence"]
+    assert text.startswith("mixed_float16 saved 6 ms in convolutions (2.5x faster)")
+    assert "unattributed" not in text and "background" not in text
+    rows = {r["name"]: r for r in explained["comparison"]["rows"]}
+    assert rows["profiled step"]["baseline"] == 13.0 and rows["profiled step"]["policy"] == 10.0
+    assert rows["timed step (no profiler)"]["ratio"] == pytest.approx(11 / 9)
+    assert closure_text(explained) == (
+        "The measured classes account for 96% (float32) and 102% (mixed_float16) of the "
+        "profiled step."
+    )
+    assert comparison_table(explained)["head"][1]["small"] == "ms of the profiled step"
+
+
+def test_a_profile_without_a_timeline_shows_no_framework_idle_or_closure():
+    """A GPU's profile: op classes from the device, no executor threads: nothing invented."""
+    records = [_record("float32", 20.0, 11.0, 13.0, 0.96), _record("mixed_float16", 8.0, 9.0,
+                                                                    10.0, 1.02)]  # fmt: skip
+    for r in records:
+        for cls in ("framework", "idle", "unattributed"):
+            del r["breakdown"]["classes_ms"][cls]
+        r["breakdown"] |= {"threads": None, "closure": None}
+    table = breakdown_table(records)
+    [explained] = explain(table, _summary(records))
+    names = [r["name"] for r in explained["comparison"]["rows"]]
+    assert "unattributed" not in names and not any(n.startswith("idle") for n in names)
+    assert closure_text(explained) is None

@@ -102,3 +102,26 @@ def test_a_change_within_the_noise_is_no_measurable_difference():
     row = summarise(records).set_index("policy").loc["float32_copy"]
     assert row["speedup_ci_low"] > 1  # the interval alone would call it faster
     assert row["speedup_verdict"] == "no measurable difference"
+
+
+def test_a_speedup_timed_in_added_processes_keeps_its_first_stages_spread():
+    """Stein's interval, as the train job judged it: 3 processes planned (train.repeats), 2
+    more added for precision; the spread and degrees of freedom are the first 3's, the mean
+    is over all 5. Read from all 5 instead, the quiet last two would narrow it."""
+    import math
+
+    from mptbench.core import stats
+
+    ratios = {"p1": 1.10, "p2": 0.95, "p3": 1.04, "p4": 1.01, "p5": 1.01}
+    base = {p: [100.0] * 4 for p in ratios}
+    mine = {p: [100.0 / r] * 4 for p, r in ratios.items()}
+    records = [_record("float32", 8, base), _record("mixed_bfloat16", 8, mine, dtype="bfloat16")]
+    for record in records:
+        record["config"] = {"train": {"repeats": 3}}
+    row = summarise(records).set_index("policy").loc["mixed_bfloat16"]
+    logs = [math.log(r) for r in ratios.values()]
+    stein, pooled = stats.of_logs(logs, first=3), stats.of_logs(logs)
+    assert row["speedup_ci_low"] == pytest.approx(stein.low)
+    assert row["speedup_ci_high"] == pytest.approx(stein.high)
+    assert stein.high - stein.low > pooled.high - pooled.low
+    assert row["speedup_processes"] == 5

@@ -131,9 +131,12 @@ def timed(record: dict[str, Any], steps: str, rounds: str) -> list[stats.Timed]:
 def speedup(baseline: dict, other: dict, steps: str, rounds: str):
     """(the other record's speedup over the baseline's, whether it was measured paired):
     paired where the two were timed in the same processes taking turns (core/stats.py), else
-    from the processes' medians; None without timed steps on both sides."""
+    from the processes' medians; None without timed steps on both sides. The paired interval
+    is Stein's, as the train job judged it: the spread of the first train.repeats processes
+    (the ones planned before any was added for precision), the mean over all."""
     base, mine = timed(baseline, steps, rounds), timed(other, steps, rounds)
-    paired = stats.paired_speedup(base, mine)
+    first = ((other.get("config") or {}).get("train") or {}).get("repeats")
+    paired = stats.paired_speedup(base, mine, first)
     if paired is not None:
         return paired, True
     if not base or not mine:

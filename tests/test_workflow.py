@@ -387,10 +387,10 @@ def test_policies_added_by_override_alone_get_their_dtype_and_a_renamed_baseline
     assert summary.loc["bf16_copy", "speedup_verdict"] in ("faster", "slower",
                                                            "no measurable difference")  # fmt: skip
     # Its own calibration: the smoke grid's models timed at its largest batch, 4.
-    folder = smoke / "results/calibration/tensorflow/pypi/cpu"
-    found = [json.loads(p.read_text()) for p in folder.glob("*.json")]
-    (calibration,) = [c for c in found if c["model_batch"] == 4]
     row = summary.loc["bf16_copy"]
+    assert row["calibration"].startswith("results/calibration/tensorflow/pypi/cpu/")
+    calibration = json.loads((smoke / row["calibration"]).read_text())
+    assert calibration["model_batch"] == 4
     # Its convolution FLOPs at the bfloat16 conv peak, its dense FLOPs at the matmul peak.
     seconds = row["conv_flops_per_step"] / (calibration["conv"]["bfloat16"]["tflops"] * 1e12)
     seconds += row["matmul_flops_per_step"] / (calibration["matmul"]["bfloat16"]["tflops"] * 1e12)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import psutil
 
+from mptbench.core.jobs import RepeatJob
 from mptbench.plan import Cell, compose_config, run_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,10 +119,20 @@ def wait_for(condition, process: subprocess.Popen, what: str, timeout: float = 3
 
 
 def trainers(checkout: Path) -> list[psutil.Process]:
-    """The trainer processes running in a checkout (started by a local or a SLURM job)."""
+    """The trainers running in a checkout (started by a local or a SLURM job): engine processes
+    whose job file is a repeat of a cell, not a probe, a calibration or a model description."""
     found = []
     for proc in psutil.process_iter(["cmdline", "cwd"]):
         cmdline = proc.info["cmdline"] or []
         if "mptbench.engine" in cmdline and proc.info["cwd"] == str(checkout):
-            found.append(proc)
+            if _engine_job_kind(checkout / cmdline[-1]) == RepeatJob.KIND:
+                found.append(proc)
     return found
+
+
+def _engine_job_kind(job_file: Path) -> str | None:
+    """The kind written in an engine job file; None once it is gone (the job ended)."""
+    try:
+        return json.loads(job_file.read_text()).get("kind")
+    except (OSError, ValueError):
+        return None

@@ -104,6 +104,7 @@ FIELDS: tuple[Field, ...] = (
     F("mfu", float, None, doc="achieved_tflops / peak_tflops; none above 1"),
     F("mfu_compute", float, None, doc="achieved_tflops_compute / peak_tflops; none above 1"),
     F("peak_note", str, None, doc="why there is no MFU: the calibration is too low"),
+    F("calibration", str, None, doc="the calibration file the peaks come from"),
     F("profiled_ms_per_step", float, "breakdown.profiled_ms_per_step", doc="under the profiler"),
     F(
         "breakdown_closure",

@@ -49,10 +49,11 @@ def load_records(source: str | Path | list[str | Path]) -> list[dict[str, Any]]:
 
 
 def load_calibrations(paths: list[str | Path]) -> dict[tuple[str, ...], dict[str, Any]]:
-    """The calibrate rule's peaks, keyed by (backend, variant, device)."""
+    """The calibrate rule's peaks, keyed by (backend, variant, device), each with the file it
+    was read from (its name is the calibration's key)."""
     peaks = {}
     for path in paths:
         data = _read(Path(path), "calibration")
         key = (str(data.get("backend") or "tensorflow"), str(data["variant"]), str(data["device"]))
-        peaks[key] = data
+        peaks[key] = data | {"file": str(path)}
     return peaks

@@ -114,6 +114,7 @@ def row_of(record: dict[str, Any], calibrations: dict) -> dict[str, Any]:
     unused = (record.get("fingerprint") or {}).get("tf_unused_cpu_instructions")
     row["tf_unused_cpu_instructions"] = " ".join(unused or []) or None
     calibration = calibrations.get((row["backend"], row["variant"], str(record["device"])))
+    row["calibration"] = (calibration or {}).get("file")
     row.update(peaks(calibration, row["compute_dtype"], row))
     return row
 

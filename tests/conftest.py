@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 from pathlib import Path
 
 import pytest
 from httpserver import FileServer
-from workflow_helpers import copy_workflow, snakemake
+from workflow_helpers import copy_workflow, snakemake, warm_copy
 
 from mptbench.data.fixtures import make_imagenette_archive
 
@@ -55,19 +57,60 @@ def tf():
     return backends.start("tensorflow")
 
 
+# README's test command runs the suite on two workers (pytest-xdist, --dist loadgroup): a
+# module whose tests share a checkout is one group, run by one worker in order; the longest
+# groups start first, the many short tests fill in around them.
+LONGEST_FIRST = ("faults", "slurm", "backends", "smoke_checkout", "variants", "browser")
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item) -> int:
+        marker = item.get_closest_marker("xdist_group")
+        group = marker.args[0] if marker and marker.args else None
+        return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: a module's tests keep their order
+
+
+def _shared_root(tmp_path_factory) -> Path:
+    """A folder every worker of this pytest run shares (pytest-xdist's workers each have a
+    basetemp of their own below it); without workers, the run's basetemp."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
     """One run of the smoke experiment in a fresh copy of the workflow, shared by every test
-    that reads its results and by every workflow test that starts from its checkout (warm_copy);
-    returns (checkout, the run's combined output)."""
-    checkout = copy_workflow(tmp_path_factory.mktemp("smoke_checkout"))
+    (every worker's) that reads its results; returns (checkout, the run's combined output).
+    The first worker to ask runs it, the others wait on a lock and read what it left."""
+    root = _shared_root(tmp_path_factory)
+    checkout, said, failed = (root / f"smoke_checkout{end}" for end in ("", ".out", ".failed"))
+    with open(root / "smoke_checkout.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not said.exists() and not failed.exists():
+            _run_smoke(checkout, said, failed, root / "warm")
+    if failed.exists():
+        pytest.fail(f"the smoke run failed:\n{failed.read_text()}")
+    return checkout, said.read_text()
+
+
+def _run_smoke(checkout: Path, said: Path, failed: Path, warm: Path) -> None:
+    checkout.mkdir()
+    copy_workflow(checkout)
     # 4 cells (2 policies x 2 batch sizes) and every rule once: under 3 minutes on 2 cores.
     done = snakemake(checkout, "--cores", "2", "--config", "experiment=smoke", timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return checkout, done.stdout + done.stderr
+    if done.returncode != 0:
+        failed.write_text(done.stderr[-3000:])
+        return
+    # What warm copies start from, frozen before any test runs more in the checkout.
+    warm.mkdir()
+    warm_copy(checkout, warm)
+    said.write_text(done.stdout + done.stderr)
 
 
 @pytest.fixture(scope="session")
-def warm(smoke_run) -> Path:
-    """The checkout a warm_copy starts from: the smoke run's."""
-    return smoke_run[0]
+def warm(smoke_run, tmp_path_factory) -> Path:
+    """What a warm_copy starts from: the smoke run's cache, environment, calibrations and model
+    descriptions, as the smoke run left them."""
+    return _shared_root(tmp_path_factory) / "warm"

@@ -36,7 +36,8 @@ from workflow_helpers import (
 
 from mptbench.data.fixtures import make_imagenette_archive
 
-pytestmark = [pytest.mark.slow, pytest.mark.workflow]
+# One worker runs this module in order (they share a checkout): conftest.py.
+pytestmark = [pytest.mark.slow, pytest.mark.workflow, pytest.mark.xdist_group("faults")]
 
 LOCKED = "cannot be locked"
 

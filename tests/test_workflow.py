@@ -1,8 +1,9 @@
 """The workflow as a user runs it: snakemake on the smoke experiments, lint, and dry runs.
 
-One smoke run (conftest.smoke_run) is shared; the runs that add to it (smoke_backends, a
-variant, a policy, your model) reuse its cache, environment and calibration. Lint and dry runs
-use a fresh checkout and wait for no training."""
+One smoke run (conftest.smoke_run) is shared; the runs that add to it (a policy, your model)
+reuse its cache, environment and calibration in its checkout, in order; smoke_backends and the
+variants run in warm copies of their own, so another worker runs them beside those. Lint and
+dry runs use a fresh checkout and wait for no training."""
 
 import json
 import shutil
@@ -12,11 +13,12 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 import pytest
-from workflow_helpers import active_runs, copy_workflow, job_counts, snakemake
+from workflow_helpers import active_runs, copy_workflow, job_counts, snakemake, warm_copy
 
 from mptbench.core.opclasses import CLASSES
 
-pytestmark = [pytest.mark.slow, pytest.mark.workflow]
+# One worker runs this module in order (they share a checkout): conftest.py.
+pytestmark = [pytest.mark.slow, pytest.mark.workflow, pytest.mark.xdist_group("smoke_checkout")]
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -32,12 +34,15 @@ def checkout(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def backends_run(smoke):
-    """The smoke_backends experiment (two models on two Keras backends) in the smoke run's
-    checkout; returns its combined output."""
-    done = snakemake(smoke, "--cores", "2", "--config", "experiment=smoke_backends", timeout=1200)
+def backends_run(tmp_path_factory, warm):
+    """The smoke_backends experiment (two models on two Keras backends) in a warm copy of its
+    own (so another worker runs it beside the smoke checkout's tests); returns the copy and its
+    combined output."""
+    checkout = warm_copy(warm, tmp_path_factory.mktemp("backends"))
+    done = snakemake(checkout, "--cores", "2", "--config", "experiment=smoke_backends",
+                     timeout=1200)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout + done.stderr
+    return checkout, done.stdout + done.stderr
 
 
 def test_a_finished_run_tells_where_the_report_is_and_its_headline(smoke_run):
@@ -132,7 +137,9 @@ def test_smoke_cells_are_profiled_in_every_repeat_and_their_classes_close(smoke)
     assert "Not profiled" not in where
 
 
-def test_two_models_on_two_backends_are_compared_side_by_side(smoke, backends_run):
+@pytest.mark.xdist_group("backends")
+def test_two_models_on_two_backends_are_compared_side_by_side(backends_run):
+    checkout, backends_run = backends_run
     for model in ("seed_convnet", "mobilenet_v2"):
         for backend in ("tensorflow", "jax"):
             assert (
@@ -143,7 +150,7 @@ def test_two_models_on_two_backends_are_compared_side_by_side(smoke, backends_ru
     assert "On tensorflow · pypi · cpu: mobilenet_v2 " in backends_run
     assert "; seed_convnet " in backends_run
     assert "On seed_convnet · pypi · cpu: jax " in backends_run and "; tensorflow " in backends_run
-    report = smoke / "results/smoke_backends/report"
+    report = checkout / "results/smoke_backends/report"
     summary = pd.read_csv(report / "summary.csv")
     assert len(summary) == 8 and set(summary["outcome"]) == {"ok"}
     # Each backend's cells are compared with its own calibrated peak.
@@ -169,7 +176,7 @@ def test_two_models_on_two_backends_are_compared_side_by_side(smoke, backends_ru
         "profiles are read for the tensorflow backend only, not jax)"
     ) in section
     # The MLflow runs carry the backend, and only TensorFlow's keep a profile.
-    client = mlflow.MlflowClient(f"sqlite:///{smoke / 'results/mlflow.db'}")
+    client = mlflow.MlflowClient(f"sqlite:///{checkout / 'results/mlflow.db'}")
     experiment = client.get_experiment_by_name("smoke_backends")
     cells = client.search_runs([experiment.experiment_id], "tags.`mptbench.cell` != ''")
     assert len(cells) == 8
@@ -321,9 +328,14 @@ def test_bad_config_fails_before_any_job_with_one_line(checkout):
     assert not (checkout / "results" / "benchmark").exists()
 
 
-def test_variants_run_side_by_side_with_their_own_settings(smoke):
+@pytest.mark.xdist_group("variants")
+def test_variants_run_side_by_side_with_their_own_settings(tmp_path_factory, warm):
+    """Each variant's cells in its own environment and settings; timed once each (what is
+    checked here is the variants', not the timing's)."""
+    smoke = warm_copy(warm, tmp_path_factory.mktemp("variants"))
     overrides = 'overrides=["name=smoke_variants","variant=[pypi,pypi_onednn,pypi_xla]",'
-    overrides += '"policy=[float32]","sweep.batch_sizes=[8]"]'
+    overrides += '"policy=[float32]","sweep.batch_sizes=[8]","train.repeats=1",'
+    overrides += '"train.max_repeats=1","train.profile_steps=0"]'
     # TensorFlow-only variants pair with tensorflow alone, said once, not an error.
     dry = snakemake(smoke, "-n", "--config", "experiment=smoke_backends", overrides)
     assert dry.returncode == 0, dry.stderr[-3000:]

@@ -21,9 +21,17 @@ from typing import Any
 
 from mptbench.core.devices import Device
 from mptbench.core.files import read_json, write_json
-from mptbench.core.jobs import ENGINE, EngineJob, decode, encode
+from mptbench.core.jobs import (
+    ENGINE,
+    CalibrateJob,
+    EngineJob,
+    ProbeJob,
+    RepeatJob,
+    decode,
+    encode,
+)
 from mptbench.core.outcomes import classify_death
-from mptbench.jobs import memory
+from mptbench.jobs import device_lock, memory
 
 SRC = str(Path(__file__).resolve().parents[2])  # the folder that holds mptbench/
 
@@ -82,6 +90,17 @@ class Finished:
     cpu_percent: float | None = None
 
 
+def timed_device(job: EngineJob) -> str | None:
+    """The device a job times steps or kernels on; None for a job that times nothing."""
+    if isinstance(job, RepeatJob):
+        return str(job.runs[0].cell.device)
+    if isinstance(job, ProbeJob):
+        return str(job.run.cell.device)
+    if isinstance(job, CalibrateJob):
+        return str(job.device)
+    return None
+
+
 @dataclass(frozen=True)
 class Engine:
     """The engine in one Python, with one environment."""
@@ -96,7 +115,12 @@ class Engine:
         self, job: EngineJob, result_type: type, memory_limit_mb: int | None = None
     ) -> Finished:
         """Run `job` to its end; a death by a signal (or over the memory limit) is returned as
-        evidence for an outcome, any other failure raised as EngineFailed."""
+        evidence for an outcome, any other failure raised as EngineFailed. A timing job holds
+        its device's lock while it runs (jobs/device_lock.py)."""
+        with device_lock.holding(timed_device(job)):
+            return self._launch(job, result_type, memory_limit_mb)
+
+    def _launch(self, job: EngineJob, result_type: type, memory_limit_mb: int | None) -> Finished:
         out = Path(job.out)
         job_file = out.with_name(f".{out.name}.job")
         write_json(job_file, encode(job))

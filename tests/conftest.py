@@ -57,19 +57,20 @@ def tf():
     return backends.start("tensorflow")
 
 
-# README's test command runs the suite on two workers (pytest-xdist, --dist loadgroup): a
-# module whose tests share a checkout is one group, run by one worker in order; the longest
-# groups start first, the many short tests fill in around them.
-LONGEST_FIRST = ("faults", "slurm", "backends", "smoke_checkout", "variants", "browser")
+# README's test command runs the suite on two workers (pytest-xdist, --dist loadfile): a file's
+# tests run on one worker, in order (a workflow file's share a checkout); the longest files
+# start first and the many short ones fill in around them. Files that only read the smoke run
+# share it with every worker (smoke_run).
+LONGEST_FIRST = ("test_faults.py", "test_slurm.py", "test_smoke_backends.py", "test_workflow.py",
+                 "test_variants.py", "test_browser.py")  # fmt: skip
 
 
 def pytest_collection_modifyitems(items):
     def rank(item) -> int:
-        marker = item.get_closest_marker("xdist_group")
-        group = marker.args[0] if marker and marker.args else None
-        return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
+        name = item.path.name
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
 
-    items.sort(key=rank)  # stable: a module's tests keep their order
+    items.sort(key=rank)  # stable: a file's tests keep their order
 
 
 def _shared_root(tmp_path_factory) -> Path:

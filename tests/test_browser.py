@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from mlflow_server import MlflowServer
 
-# One worker runs this module in order (they share a checkout): conftest.py.
-pytestmark = [pytest.mark.slow, pytest.mark.workflow, pytest.mark.xdist_group("browser")]
+pytestmark = [pytest.mark.slow, pytest.mark.workflow]
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",

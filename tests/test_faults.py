@@ -36,8 +36,7 @@ from workflow_helpers import (
 
 from mptbench.data.fixtures import make_imagenette_archive
 
-# One worker runs this module in order (they share a checkout): conftest.py.
-pytestmark = [pytest.mark.slow, pytest.mark.workflow, pytest.mark.xdist_group("faults")]
+pytestmark = [pytest.mark.slow, pytest.mark.workflow]
 
 LOCKED = "cannot be locked"
 

@@ -24,8 +24,7 @@ from workflow_helpers import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-# One worker runs this module in order (they share a checkout): conftest.py.
-pytestmark = [pytest.mark.slow, pytest.mark.workflow, pytest.mark.xdist_group("slurm")]
+pytestmark = [pytest.mark.slow, pytest.mark.workflow]
 
 # Every run has a timeout: the plugin polls forever for a job whose state it cannot read.
 SMOKE_TIMEOUT_S = 600

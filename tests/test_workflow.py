@@ -1,8 +1,8 @@
 """The workflow as a user runs it: snakemake on the smoke experiments, lint, and dry runs.
 
 One smoke run (conftest.smoke_run) is shared; the runs that add to it (a policy, your model)
-reuse its cache, environment and calibration in its checkout, in order; smoke_backends and the
-variants run in warm copies of their own, so another worker runs them beside those. Lint and
+reuse its cache, environment and calibration in its checkout, in order (smoke_backends and the
+variants run in warm copies of their own: test_smoke_backends.py, test_variants.py). Lint and
 dry runs use a fresh checkout and wait for no training."""
 
 import json
@@ -13,12 +13,17 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 import pytest
-from workflow_helpers import active_runs, copy_workflow, job_counts, snakemake, warm_copy
+from workflow_helpers import (
+    active_runs,
+    copy_workflow,
+    every_cell_has_an_mfu,
+    job_counts,
+    snakemake,
+)
 
 from mptbench.core.opclasses import CLASSES
 
-# One worker runs this module in order (they share a checkout): conftest.py.
-pytestmark = [pytest.mark.slow, pytest.mark.workflow, pytest.mark.xdist_group("smoke_checkout")]
+pytestmark = [pytest.mark.slow, pytest.mark.workflow]
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -31,18 +36,6 @@ def smoke(smoke_run):
 def checkout(tmp_path_factory):
     """A fresh copy of the workflow that has run nothing: for lint and dry runs."""
     return copy_workflow(tmp_path_factory.mktemp("fresh"))
-
-
-@pytest.fixture(scope="module")
-def backends_run(tmp_path_factory, warm):
-    """The smoke_backends experiment (two models on two Keras backends) in a warm copy of its
-    own (so another worker runs it beside the smoke checkout's tests); returns the copy and its
-    combined output."""
-    checkout = warm_copy(warm, tmp_path_factory.mktemp("backends"))
-    done = snakemake(checkout, "--cores", "2", "--config", "experiment=smoke_backends",
-                     timeout=1200)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    return checkout, done.stdout + done.stderr
 
 
 def test_a_finished_run_tells_where_the_report_is_and_its_headline(smoke_run):
@@ -59,20 +52,12 @@ def test_a_finished_run_tells_where_the_report_is_and_its_headline(smoke_run):
     assert output.count("4 of 4 cells ran, 0 over budget, 0 failed") == 1
 
 
-def _every_cell_has_an_mfu(summary: pd.DataFrame) -> None:
-    """Every ok cell holds an MFU of at most 1: the calibration covers the model's own
-    convolutions, so no cell outruns its peak ("calibration too low")."""
-    ok = summary[summary["outcome"] == "ok"]
-    assert (ok["mfu"].gt(0) & ok["mfu"].le(1)).all(), ok[["model", "policy", "mfu", "peak_note"]]
-    assert ok["peak_note"].isna().all() and ok["peak_tflops"].gt(0).all()
-
-
 def test_smoke_run_reports_every_cell(smoke):
     summary = pd.read_csv(smoke / "results/smoke/report/summary.csv")
     assert len(summary) == 4
     assert set(summary["outcome"]) == {"ok"}
     assert set(summary["model"]) == {"seed_convnet"} and set(summary["backend"]) == {"tensorflow"}
-    _every_cell_has_an_mfu(summary)
+    every_cell_has_an_mfu(summary)
     assert (summary["flops_per_step"] > 0).all()
     assert (summary["ms_per_step"] > 0).all()
     assert set(summary["policy"]) == {"float32", "mixed_float16"}
@@ -135,57 +120,6 @@ def test_smoke_cells_are_profiled_in_every_repeat_and_their_classes_close(smoke)
     assert "The measured classes account for" in where and "host overhead" not in html
     assert '<img src="seed_convnet/tensorflow/pypi/cpu/breakdown.png"' in section
     assert "Not profiled" not in where
-
-
-@pytest.mark.xdist_group("backends")
-def test_two_models_on_two_backends_are_compared_side_by_side(backends_run):
-    checkout, backends_run = backends_run
-    for model in ("seed_convnet", "mobilenet_v2"):
-        for backend in ("tensorflow", "jax"):
-            assert (
-                f"{model} on {backend} · pypi · cpu: best: mixed_float16 at batch " in backends_run
-            )
-    assert backends_run.count("2 of 2 cells ran, 0 over budget, 0 failed") == 4
-    # The two models' speedups side by side, and the two backends'.
-    assert "On tensorflow · pypi · cpu: mobilenet_v2 " in backends_run
-    assert "; seed_convnet " in backends_run
-    assert "On seed_convnet · pypi · cpu: jax " in backends_run and "; tensorflow " in backends_run
-    report = checkout / "results/smoke_backends/report"
-    summary = pd.read_csv(report / "summary.csv")
-    assert len(summary) == 8 and set(summary["outcome"]) == {"ok"}
-    # Each backend's cells are compared with its own calibrated peak.
-    assert summary.groupby("backend")["peak_tflops"].nunique().min() >= 1
-    jax = summary[summary["backend"] == "jax"]
-    assert jax["jax"].notna().all()
-    _every_cell_has_an_mfu(summary)
-    # Counted per model: MobileNetV2 (2.3 M parameters) against the seed convnet (1.1 M).
-    per_model = summary.groupby("model")["parameters"].max()
-    assert per_model["mobilenet_v2"] > 2 * per_model["seed_convnet"] > 2e6
-    html = (report / "index.html").read_text()
-    assert html.count("<section id=") == 4  # one per model and backend
-    assert '<p class="headline"><b>On tensorflow · pypi · cpu: mobilenet_v2 ' in html
-    backends = html.split('<h2 id="backends">Backends compared</h2>', 1)[1].split("<h2", 1)[0]
-    table = backends.split("<h3>seed_convnet · pypi · cpu", 1)[1].split("</table>", 1)[0]
-    assert table.count('<td class="text">jax</td>') == 1
-    assert table.count('<td class="text">tensorflow</td>') == 1
-    # Profiles are read from TensorFlow's profiler; a JAX cell says why it has none.
-    assert set(pd.read_csv(report / "breakdown.csv")["backend"]) == {"tensorflow"}
-    section = html.split('<section id="seed_convnet-jax-pypi-cpu">', 1)[1].split("</section>")[0]
-    assert (
-        "Not profiled: float32 at batch 4 of seed_convnet on jax · pypi · cpu (op-level "
-        "profiles are read for the tensorflow backend only, not jax)"
-    ) in section
-    # The MLflow runs carry the backend, and only TensorFlow's keep a profile.
-    client = mlflow.MlflowClient(f"sqlite:///{checkout / 'results/mlflow.db'}")
-    experiment = client.get_experiment_by_name("smoke_backends")
-    cells = client.search_runs([experiment.experiment_id], "tags.`mptbench.cell` != ''")
-    assert len(cells) == 8
-    assert len(client.search_runs([experiment.experiment_id], "tags.backend = 'jax'")) == 4
-    for child in cells:
-        profiled = child.data.tags["backend"] == "tensorflow"
-        artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
-        assert ("profile" in artifacts) == profiled
-        assert ("breakdown_conv_forward_ms" in child.data.metrics) == profiled
 
 
 def test_each_device_has_its_own_plots_table_and_diagnosis(smoke):
@@ -326,50 +260,6 @@ def test_bad_config_fails_before_any_job_with_one_line(checkout):
         "mptbench config: sweep.batch_sizes[0]: 0 is not an integer >= 1" in bad.stdout + bad.stderr
     )
     assert not (checkout / "results" / "benchmark").exists()
-
-
-@pytest.mark.xdist_group("variants")
-def test_variants_run_side_by_side_with_their_own_settings(tmp_path_factory, warm):
-    """Each variant's cells in its own environment and settings; timed once each (what is
-    checked here is the variants', not the timing's)."""
-    smoke = warm_copy(warm, tmp_path_factory.mktemp("variants"))
-    overrides = 'overrides=["name=smoke_variants","variant=[pypi,pypi_onednn,pypi_xla]",'
-    overrides += '"policy=[float32]","sweep.batch_sizes=[8]","train.repeats=1",'
-    overrides += '"train.max_repeats=1","train.profile_steps=0"]'
-    # TensorFlow-only variants pair with tensorflow alone, said once, not an error.
-    dry = snakemake(smoke, "-n", "--config", "experiment=smoke_backends", overrides)
-    assert dry.returncode == 0, dry.stderr[-3000:]
-    out = dry.stdout + dry.stderr
-    assert out.count("variant pypi_onednn runs on tensorflow only: no jax cells with it") == 1
-    cells = {word.split("/runs/", 1)[1].split("/cpu/")[0] for word in out.replace(",", " ").split()
-             if "/runs/" in word and word.endswith("bs8.json")}  # fmt: skip
-    assert cells == {
-        "seed_convnet/jax/pypi", "mobilenet_v2/jax/pypi", "seed_convnet/tensorflow/pypi",
-        "seed_convnet/tensorflow/pypi_onednn", "seed_convnet/tensorflow/pypi_xla",
-        "mobilenet_v2/tensorflow/pypi", "mobilenet_v2/tensorflow/pypi_onednn",
-        "mobilenet_v2/tensorflow/pypi_xla",
-    }  # fmt: skip
-    done = snakemake(smoke, "--cores", "2", "--config", "experiment=smoke", overrides)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = done.stdout + done.stderr
-    # pypi's calibration (same settings as smoke's) is reused; only the new variants calibrate.
-    assert job_counts(out)["calibrate"] == 2
-    summary = pd.read_csv(smoke / "results/smoke_variants/report/summary.csv")
-    assert sorted(summary["variant"]) == ["pypi", "pypi_onednn", "pypi_xla"]
-    summary = summary[summary["backend"] == "tensorflow"]
-    assert set(summary["outcome"]) == {"ok"} and (summary["ms_per_step"] > 0).all()
-    by_variant = summary.set_index("variant")
-    assert bool(by_variant.loc["pypi_xla", "xla"]) and not bool(by_variant.loc["pypi", "xla"])
-    assert by_variant["onednn"].notna().all()
-    record = json.loads(
-        (
-            smoke
-            / "results/smoke_variants/runs/seed_convnet/tensorflow/pypi_onednn/cpu/float32/bs8.json"
-        ).read_text()
-    )
-    assert record["config"]["variant"]["env"] == {"TF_ENABLE_ONEDNN_OPTS": "1"}
-    assert record["config"]["variant"]["installed"]["tensorflow"] == "2.21.0"
-    assert "TensorFlow variants" in (smoke / "results/smoke_variants/report/index.html").read_text()
 
 
 def test_policies_added_by_override_alone_get_their_dtype_and_a_renamed_baseline(smoke):

@@ -136,3 +136,11 @@ def _engine_job_kind(job_file: Path) -> str | None:
         return json.loads(job_file.read_text()).get("kind")
     except (OSError, ValueError):
         return None
+
+
+def every_cell_has_an_mfu(summary) -> None:
+    """Every ok cell holds an MFU of at most 1: the calibration covers the model's own
+    convolutions, so no cell outruns its peak ("calibration too low")."""
+    ok = summary[summary["outcome"] == "ok"]
+    assert (ok["mfu"].gt(0) & ok["mfu"].le(1)).all(), ok[["model", "policy", "mfu", "peak_note"]]
+    assert ok["peak_note"].isna().all() and ok["peak_tflops"].gt(0).all()

@@ -1,0 +1,72 @@
+"""The smoke_backends experiment: two models on two Keras backends, side by side, in a warm
+copy of the smoke run's checkout (a file of its own, so another worker runs it beside
+test_workflow.py's runs)."""
+
+import mlflow
+import pandas as pd
+import pytest
+from workflow_helpers import every_cell_has_an_mfu, snakemake, warm_copy
+
+pytestmark = [pytest.mark.slow, pytest.mark.workflow]
+
+
+@pytest.fixture(scope="module")
+def backends_run(tmp_path_factory, warm):
+    """The smoke_backends experiment (two models on two Keras backends) in a warm copy of its
+    own (so another worker runs it beside the smoke checkout's tests); returns the copy and its
+    combined output."""
+    checkout = warm_copy(warm, tmp_path_factory.mktemp("backends"))
+    done = snakemake(checkout, "--cores", "2", "--config", "experiment=smoke_backends",
+                     timeout=1200)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return checkout, done.stdout + done.stderr
+
+
+def test_two_models_on_two_backends_are_compared_side_by_side(backends_run):
+    checkout, backends_run = backends_run
+    for model in ("seed_convnet", "mobilenet_v2"):
+        for backend in ("tensorflow", "jax"):
+            assert (
+                f"{model} on {backend} · pypi · cpu: best: mixed_float16 at batch " in backends_run
+            )
+    assert backends_run.count("2 of 2 cells ran, 0 over budget, 0 failed") == 4
+    # The two models' speedups side by side, and the two backends'.
+    assert "On tensorflow · pypi · cpu: mobilenet_v2 " in backends_run
+    assert "; seed_convnet " in backends_run
+    assert "On seed_convnet · pypi · cpu: jax " in backends_run and "; tensorflow " in backends_run
+    report = checkout / "results/smoke_backends/report"
+    summary = pd.read_csv(report / "summary.csv")
+    assert len(summary) == 8 and set(summary["outcome"]) == {"ok"}
+    # Each backend's cells are compared with its own calibrated peak.
+    assert summary.groupby("backend")["peak_tflops"].nunique().min() >= 1
+    jax = summary[summary["backend"] == "jax"]
+    assert jax["jax"].notna().all()
+    every_cell_has_an_mfu(summary)
+    # Counted per model: MobileNetV2 (2.3 M parameters) against the seed convnet (1.1 M).
+    per_model = summary.groupby("model")["parameters"].max()
+    assert per_model["mobilenet_v2"] > 2 * per_model["seed_convnet"] > 2e6
+    html = (report / "index.html").read_text()
+    assert html.count("<section id=") == 4  # one per model and backend
+    assert '<p class="headline"><b>On tensorflow · pypi · cpu: mobilenet_v2 ' in html
+    backends = html.split('<h2 id="backends">Backends compared</h2>', 1)[1].split("<h2", 1)[0]
+    table = backends.split("<h3>seed_convnet · pypi · cpu", 1)[1].split("</table>", 1)[0]
+    assert table.count('<td class="text">jax</td>') == 1
+    assert table.count('<td class="text">tensorflow</td>') == 1
+    # Profiles are read from TensorFlow's profiler; a JAX cell says why it has none.
+    assert set(pd.read_csv(report / "breakdown.csv")["backend"]) == {"tensorflow"}
+    section = html.split('<section id="seed_convnet-jax-pypi-cpu">', 1)[1].split("</section>")[0]
+    assert (
+        "Not profiled: float32 at batch 4 of seed_convnet on jax · pypi · cpu (op-level "
+        "profiles are read for the tensorflow backend only, not jax)"
+    ) in section
+    # The MLflow runs carry the backend, and only TensorFlow's keep a profile.
+    client = mlflow.MlflowClient(f"sqlite:///{checkout / 'results/mlflow.db'}")
+    experiment = client.get_experiment_by_name("smoke_backends")
+    cells = client.search_runs([experiment.experiment_id], "tags.`mptbench.cell` != ''")
+    assert len(cells) == 8
+    assert len(client.search_runs([experiment.experiment_id], "tags.backend = 'jax'")) == 4
+    for child in cells:
+        profiled = child.data.tags["backend"] == "tensorflow"
+        artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
+        assert ("profile" in artifacts) == profiled
+        assert ("breakdown_conv_forward_ms" in child.data.metrics) == profiled

@@ -57,7 +57,8 @@ def tf():
     return backends.start("tensorflow")
 
 
-# README's test command runs the suite on two workers (pytest-xdist, --dist loadfile): a file's
+# README's test command runs the suite on three workers (pytest-xdist, --dist loadfile; a third
+# fills the time the other two wait on subprocesses, SLURM and servers): a file's
 # tests run on one worker, in order (a workflow file's share a checkout); the longest files
 # start first and the many short ones fill in around them. Files that only read the smoke run
 # share it with every worker (smoke_run).

@@ -19,9 +19,10 @@ from mptbench.plan import Cell, compose_config, run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ("Snakefile", "conf", "workflow", "src", "profiles", "envs")
-# One cell, timed once, no probe, no profile: for tests of the pipeline, not of the timing.
+# One cell, timed once, no probe, no profile: for tests of the pipeline, not of the timing. At
+# the smoke's largest batch, so the smoke run's calibration serves it (warm_copy).
 ONE_CELL = ["model=[seed_convnet]", "backend=[tensorflow]", "policy=[float32]",
-            "sweep.batch_sizes=[4]", "train.repeats=1", "train.max_step_seconds=null",
+            "sweep.batch_sizes=[8]", "train.repeats=1", "train.max_step_seconds=null",
             "train.profile_steps=0", "train.synthetic_twin=false"]  # fmt: skip
 
 

@@ -58,10 +58,10 @@ def tf():
 
 
 # README's test command runs the suite on three workers (pytest-xdist, --dist loadfile; a third
-# fills the time the other two wait on subprocesses, SLURM and servers): a file's
-# tests run on one worker, in order (a workflow file's share a checkout); the longest files
-# start first and the many short ones fill in around them. Files that only read the smoke run
-# share it with every worker (smoke_run).
+# fills the time the other two wait on subprocesses, SLURM and servers): a file's tests run on
+# one worker, in order (a workflow file's share a checkout); the longest files start first
+# (--no-loadscope-reorder keeps this order) and the short ones fill in around them. Files that
+# only read the smoke run share it with every worker (smoke_run).
 LONGEST_FIRST = ("test_faults.py", "test_slurm.py", "test_smoke_backends.py", "test_workflow.py",
                  "test_variants.py", "test_browser.py")  # fmt: skip
 

@@ -210,4 +210,4 @@ def test_a_cancelled_job_is_retried_and_a_rerun_finishes_what_was_cancelled(smok
     assert list(summary.columns) == list(clean.columns)
     keys = ["model", "backend", "variant", "device", "policy", "batch_size"]
     assert summary[keys].values.tolist() == [["seed_convnet", "tensorflow", "pypi", "cpu",
-                                              "float32", 4]]  # fmt: skip
+                                              "float32", 8]]  # fmt: skip

@@ -91,8 +91,9 @@ def test_smoke_cells_are_profiled_in_every_repeat_and_their_classes_close(smoke)
     for key, rows in cells:
         measured, by_class = summary.loc[key], rows.set_index("op_class")
         classes = by_class["ms_per_step"]
-        # Every repeat profiled: each class's median with its range over them.
-        assert (by_class["profiles"] == measured["repeats"]).all()
+        # The first train.profile_repeats (2) processes profiled: each class's median with its
+        # range over them.
+        assert (by_class["profiles"] == min(measured["repeats"], 2)).all()
         assert (by_class["ms_min"] <= classes).all() and (classes <= by_class["ms_max"]).all()
         # The profiled step and the timed step side by side, as measured; the measured classes
         # close on the profiled step (the 15% test for long steps is tests/jobs/test_profiles).
@@ -109,7 +110,7 @@ def test_smoke_cells_are_profiled_in_every_repeat_and_their_classes_close(smoke)
             assert classes["cast"] > 0 and classes["loss_scaling"] > 0
     profiles = list((smoke / "results/smoke/profiles").rglob("*.xplane.pb"))
     assert len(list(cells)) == 4
-    assert len(profiles) == summary["repeats"].sum()  # the raw profiles, for TensorBoard/XProf
+    assert len(profiles) == 2 * len(summary)  # the raw profiles, for TensorBoard/XProf
     html = (report / "index.html").read_text()
     section = html.split('<section id="seed_convnet-tensorflow-pypi-cpu">', 1)[1]
     where = section.split("</section>", 1)[0].split("<h3>Where the time went</h3>", 1)[1]

@@ -8,7 +8,7 @@ from workflow_helpers import smoke_cell_run as smoke_run
 
 from mptbench.core.jobs import RepeatJob
 from mptbench.core.policies import Policy
-from mptbench.engine.repeat import run_repeat
+from mptbench.engine.repeat import profiled_steps, run_repeat
 
 pytestmark = pytest.mark.slow
 
@@ -36,6 +36,38 @@ def test_a_repeat_times_its_steps_and_its_twin(tf, prepared32):
     assert 1 <= len(result.synthetic_step_s) <= run.train.synthetic_max_steps
     assert result.fingerprint["tensorflow"] == "2.21.0"
     assert result.fingerprint["gpu"] is None and result.fingerprint["xla"] is False
+
+
+@pytest.mark.parametrize("input_share, twin", [(0.5, True), (0.01, False)])
+def test_a_twin_runs_only_where_the_input_alone_could_set_the_pace(
+    tf, prepared32, monkeypatch, input_share, twin
+):
+    """synthetic_twin true: the input pipeline alone is timed; at half the step it could make
+    the step 2x its compute (the twin runs), at 1% at most 1.01x (no twin, and why)."""
+    from mptbench.engine import feed
+
+    measured = {}
+    real = feed.input_cost
+
+    def cost(session, run, prepared, **kw):
+        measured["real"] = real(session, run, prepared, **kw)
+        step = measured["step"]
+        return input_share * step, input_share * step / 2
+
+    monkeypatch.setattr(feed, "input_cost", cost)
+    run = smoke_run(epochs=1, steps_per_epoch=8, warmup_steps=2, timed_steps=4,
+                    min_timed_steps=3, validate=False, synthetic_twin=True)  # fmt: skip
+    first = _repeat(tf, replace(run, train=replace(run.train, synthetic_twin=False)), prepared32)
+    measured["step"] = sorted(first.step_s)[len(first.step_s) // 2]
+    result = _repeat(tf, run, prepared32)
+    wall, cpu = measured["real"]  # the real pipeline, measured: some time per batch
+    assert wall > 0 and cpu > 0
+    assert result.input_s == pytest.approx(input_share * measured["step"])
+    assert bool(result.synthetic_step_s) is twin
+    if twin:
+        assert result.twin_note is None
+    else:
+        assert "no synthetic twin" in result.twin_note and "at most 1.0" in result.twin_note
 
 
 def test_timed_steps_account_for_the_timed_wall_time(tf, prepared32):
@@ -107,3 +139,10 @@ def test_two_policies_take_turns_in_one_process(tf, prepared32, tmp_path):
     assert progress.read_text() in ("float32", "float32_copy")  # whose turn it was last
     # Only the arm given a folder is profiled, one folder per repeat.
     assert a.profile.dir.endswith("a/repeat1") and b.profile is None
+
+
+@pytest.mark.parametrize("step_s, steps", [(0.016, 4), (0.8, 3), (6.8, 1), (13.0, 1)])
+def test_profiles_take_at_most_their_seconds_but_one_step_at_least(step_s, steps):
+    train = smoke_run(profile_steps=4, profile_seconds=2.0).train
+    assert profiled_steps(train, step_s) == steps
+    assert profiled_steps(replace(train, profile_seconds=None), step_s) == 4

@@ -53,6 +53,20 @@ def test_three_repeats_give_a_geometric_mean_and_a_t_interval_over_processes():
     assert record["ms_per_step_ci_low"] == pytest.approx(1000 * estimate.low)
 
 
+def test_without_a_twin_the_record_bounds_the_input_by_its_own_cost():
+    repeats = [_repeat(i, steps) for i, steps in enumerate([[1.0, 1.0], [1.2, 1.2], [1.1, 1.1]])]
+    for r, (wall, cpu) in zip(repeats, [(0.05, 0.06), (0.04, 0.09), (0.05, 0.05)], strict=True):
+        r.input_s, r.input_cpu_s, r.twin_note = wall, cpu, f"no synthetic twin ({r.repeat})"
+    record = {}
+    combine(record, repeats, batch_size=8)
+    assert record["input_ms_per_batch"] == pytest.approx(50.0)
+    assert record["input_cpu_ms_per_batch"] == pytest.approx(60.0)
+    # The largest over processes: 1.2 / (1.2 - 0.09), against 1.0 / 0.94 and 1.1 / 1.05.
+    assert record["input_bound_ratio_most"] == pytest.approx(1.2 / 1.11)
+    assert record["twin_note"] == "no synthetic twin (0)" and "input_bound_ratio" not in record
+    assert record["repeats"][1]["input_cpu_ms_per_batch"] == pytest.approx(90.0)
+
+
 def test_a_repeat_that_did_not_end_ok_decides_the_outcome_and_keeps_its_step():
     repeats = [
         _repeat(0, [0.10, 0.10]),

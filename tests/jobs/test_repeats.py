@@ -49,9 +49,19 @@ def test_a_tight_first_stage_stops_at_the_repeats():
 
 def test_a_spread_first_stage_asks_for_more_processes_up_to_the_most():
     runs = _runs("a", "b", repeats=3, max_repeats=5, precision=0.01)
-    trainer = Trainer([_process(1.0, 0.5), _process(1.0, 0.55), _process(1.0, 0.45)] * 2)
+    trainer = Trainer([_process(1.0, 0.95), _process(1.0, 1.05), _process(1.0, 1.0)] * 2)
     measured = measure(trainer, "p.json", runs)
     assert measured.repeats == 5  # Stein's plan wanted more than 5: capped
+
+
+def test_a_first_stage_that_settled_its_verdict_asks_for_no_more_however_wide():
+    # 2x faster, 1.82-2.22x in the first stage: wider than ±1%, but on one side of 1.
+    runs = _runs("a", "b", repeats=3, max_repeats=5, precision=0.01)
+    trainer = Trainer([_process(1.0, 0.5), _process(1.0, 0.55), _process(1.0, 0.45)] * 2)
+    measured = measure(trainer, "p.json", runs)
+    assert measured.repeats == 3 and len(trainer.calls) == 3
+    found = speedups(measured.results, runs, 3)["b"]
+    assert found.low > 1 and found.half_width > 0.01
 
 
 def test_one_policy_alone_needs_only_the_repeats():

@@ -93,6 +93,18 @@ def test_input_bound_needs_an_interval_on_either_side_of_its_threshold(value, lo
     assert f"float32: {said} at batch 32 ({value:.2f}x its" in " ".join(why(rows))
 
 
+@pytest.mark.parametrize(("most", "said"), [(1.06, "not input-bound"), (1.30, "unclear")])
+def test_without_a_twin_the_input_pipelines_own_cost_bounds_the_ratio(most, said):
+    rows = _rows(policy=["float32"], input_bound_ratio_most=[most], input_ms_per_batch=[40.0],
+                 input_cpu_ms_per_batch=[47.5])  # fmt: skip
+    text = " ".join(why(rows))
+    assert (
+        f"float32: {said} at batch 32 (at most {most:.2f}x its compute: the input pipeline "
+        "alone took 40.0 ms per batch, 47.5 ms of CPU; no twin ran) "
+        "(input_bound_ratio, input_bound_ratio_most)." in text
+    )
+
+
 def test_the_mfu_sentence_takes_its_three_figures_from_one_cell():
     rows = _rows(policy=["float32"] * 3, batch_size=[8, 16, 32], mfu=[0.2, 0.6, 0.4],
                  achieved_tflops=[1.0, 3.0, 2.0], peak_tflops=[5.0, 5.0, 5.0])  # fmt: skip

@@ -141,9 +141,11 @@ class TrainConfig:
     max_step_seconds: float | None
     probe_batch_sizes: tuple[int, ...]
     validate: bool
-    synthetic_twin: bool
+    synthetic_twin: bool | str  # true, false or "always"
     synthetic_max_steps: int
     profile_steps: int
+    profile_seconds: float | None
+    profile_repeats: int
     memory_limit_mb: int | None
     verbose: int
 
@@ -191,6 +193,7 @@ class RepeatJob:
     repeat: int = 0
     profile_dirs: tuple[str | None, ...] = ()
     progress: str | None = None
+    twins: bool = True  # the input's cost and the synthetic twins (first-stage repeats only)
 
 
 @dataclass(frozen=True)
@@ -274,6 +277,9 @@ class ArmResult:
     epochs: list[dict[str, Any]] = field(default_factory=list)
     synthetic_step_s: list[float] | None = None
     synthetic_rounds: list[int] | None = None
+    input_s: float | None = None  # the input pipeline alone: wall seconds per batch
+    input_cpu_s: float | None = None  # ... and the process's CPU seconds per batch
+    twin_note: str | None = None  # why no twin ran
     profile: Profiled | None = None
     profile_note: str | None = None
     process: str | None = None  # the process it shared with the group's other arms

@@ -33,6 +33,11 @@ CONFIDENCE = 0.95
 # criterion.rs does: a real machine drifts by more than that from one run to the next.
 NOISE_THRESHOLD = 0.01
 MIN_PROCESSES = 2  # a t interval over processes needs two at least (three are the default)
+# A cell whose steps take this much longer than its synthetic twin's (same model, policy and
+# batch on in-memory tensors) waits for its input. 15% is well above the few percent two runs
+# of one cell differ by on an idle machine, and small enough to catch a pipeline that has
+# started to hold the model back.
+INPUT_BOUND = 1.15
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -163,6 +168,15 @@ def processes_for(first_stage: Estimate, precision: float, most: int) -> int:
     sd = first_stage.log_se * math.sqrt(first_stage.n)
     needed = math.ceil((t * sd / math.log(1 + precision)) ** 2)
     return max(first_stage.n, min(most, needed))
+
+
+def input_bound_most(step_s: float, input_s: float) -> float:
+    """The most a step can be over its synthetic twin's when the input pipeline alone takes
+    `input_s` per batch (the larger of its wall and CPU time): all of it added to the step,
+    none overlapped with the compute. Infinite where the input alone takes the whole step."""
+    if input_s >= step_s:
+        return math.inf
+    return step_s / (step_s - input_s)
 
 
 def unpaired_log_ratios(baseline: Sequence[float], other: Sequence[float]) -> Estimate:

@@ -9,6 +9,7 @@ so that path never imports TensorFlow.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -71,3 +72,27 @@ def cell_data(session: Session, run: Run, prepared: dict) -> tuple[Any, Any]:
             tf, prepared, "validation", batch_size, training=False, **pipeline
         )
     return train, validation
+
+
+def input_cost(
+    session: Session, run: Run, prepared: dict, batches: int = 3, seconds: float = 0.5
+) -> tuple[float, float] | None:
+    """The cell's input pipeline alone, no model: (wall seconds, CPU seconds of this process)
+    per batch, from at least `batches` batches and `seconds` after the first (which starts the
+    iterator); None for in-memory data, which has no pipeline to wait for."""
+    if is_synthetic(prepared):
+        return None
+    train, _ = cell_data(session, run, prepared)
+    iterator = iter(train) if session.name == "tensorflow" else train.as_numpy_iterator()
+    drawn, wall, cpu = 0, 0.0, 0.0
+    try:
+        next(iterator)
+        wall, cpu = time.perf_counter(), time.process_time()
+        while drawn < batches or time.perf_counter() - wall < seconds:
+            next(iterator)
+            drawn += 1
+    except StopIteration:  # a dataset of a few batches: what was drawn
+        pass
+    if not drawn:
+        return None
+    return (time.perf_counter() - wall) / drawn, (time.process_time() - cpu) / drawn

@@ -8,12 +8,15 @@ How a cell can end is listed in core/outcomes.py.
 
 from __future__ import annotations
 
+import math
+import statistics
 import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mptbench.core import stats
 from mptbench.core.jobs import ArmResult, Profiled, RepeatJob, RepeatResult, Run
 from mptbench.engine import feed, timing
 from mptbench.engine.backends import Session
@@ -179,6 +182,36 @@ def _twins(session: Session, arms: list[Arm], prepared: dict, job: RepeatJob) ->
             arm.error = None
 
 
+def _input(session: Session, arms: list[Arm], prepared: dict) -> list[Arm]:
+    """The input pipeline's own cost per batch (the arms share it: one batch size, one
+    dataset), and the arms whose twin is to run: with synthetic_twin true, those whose step
+    the input could make INPUT_BOUND times their compute; the others say why not."""
+    arms = [a for a in arms if a.run.train.synthetic_twin]
+    if not arms:
+        return []
+    cost = feed.input_cost(session, arms[0].run, prepared)
+    if cost is None:
+        return arms
+    wall, cpu = cost
+    print(f"input pipeline alone: {1000 * wall:.1f} ms per batch, {1000 * cpu:.1f} ms of CPU",
+          flush=True)  # fmt: skip
+    twins = []
+    for arm in arms:
+        arm.result.input_s, arm.result.input_cpu_s = wall, cpu
+        step = statistics.median(arm.result.step_s)
+        most = stats.input_bound_most(step, max(wall, cpu))
+        if arm.run.train.synthetic_twin == "always" or most >= stats.INPUT_BOUND:
+            twins.append(arm)
+        else:
+            arm.result.twin_note = (
+                f"no synthetic twin: the input pipeline alone took {1000 * max(wall, cpu):.1f} ms "
+                f"per batch, {100 * max(wall, cpu) / step:.1f}% of the {1000 * step:.1f} ms "
+                f"step, so the step is at most {most:.3f}x its compute, below the input-bound "
+                f"{stats.INPUT_BOUND}x (train.synthetic_twin=always runs it anyway)"
+            )
+    return twins
+
+
 def _optimizer_scope(model) -> str | None:
     """The name scope the optimizer's update ops run in (inside a loss-scale wrapper: its
     inner optimizer's)."""
@@ -187,11 +220,19 @@ def _optimizer_scope(model) -> str | None:
     return getattr(optimizer, "name", None)
 
 
-def _profile(session: Session, model, run: Run, prepared: dict, path: str) -> Profiled:
-    """train.profile_steps more steps under the profiler, after the timed ones; the raw
+def profiled_steps(train, step_s: float) -> int:
+    """train.profile_steps, or fewer where they would take longer than train.profile_seconds
+    (one at least)."""
+    if not train.profile_seconds or step_s <= 0:
+        return train.profile_steps
+    return max(1, min(train.profile_steps, math.ceil(train.profile_seconds / step_s)))
+
+
+def _profile(session: Session, model, run: Run, prepared: dict, path: str, steps: int) -> Profiled:
+    """`steps` more steps (or blocks) under the profiler, after the timed ones; the raw
     profile goes to `path`. One step (or block) first lets the new input iterator settle."""
     tf, keras = session.framework, session.keras
-    steps, block = run.train.profile_steps, run.block_steps
+    block = run.block_steps
     train_ds, _ = feed.cell_data(session, run, prepared)
     options = tf.profiler.experimental.ProfilerOptions(
         host_tracer_level=2, python_tracer_level=0, device_tracer_level=1
@@ -221,7 +262,9 @@ def _profiled(session: Session, arm: Arm, prepared: dict, path: str) -> None:
         return
     folder = Path(path) / f"repeat{arm.result.repeat + 1}"  # a profile per repeat
     folder.mkdir(parents=True, exist_ok=True)
-    arm.result.profile = _profile(session, arm.model, arm.run, prepared, str(folder))
+    sample = statistics.median(arm.result.step_s) * arm.run.block_steps
+    steps = profiled_steps(arm.run.train, sample)
+    arm.result.profile = _profile(session, arm.model, arm.run, prepared, str(folder), steps)
 
 
 def run_repeat(session: Session, job: RepeatJob, prepared: dict) -> RepeatResult:
@@ -245,7 +288,7 @@ def run_repeat(session: Session, job: RepeatJob, prepared: dict) -> RepeatResult
         if arm.clock is not None:
             _record_timing(arm)
     ok = [a for a in live if a.result.outcome == "ok"]
-    twins = [a for a in ok if a.run.train.synthetic_twin]
+    twins = _input(session, ok, prepared) if job.twins else []
     if twins:
         _twins(session, twins, prepared, job)
     dirs = dict(zip([a.name for a in arms], job.profile_dirs, strict=False))

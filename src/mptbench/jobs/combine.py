@@ -64,6 +64,9 @@ def _per_repeat(r: ArmResult) -> dict[str, Any]:
         "rounds": r.rounds,
         "synthetic_step_ms": _ms(r.synthetic_step_s or []),
         "synthetic_rounds": r.synthetic_rounds or [],
+        "input_ms_per_batch": None if r.input_s is None else 1000 * r.input_s,
+        "input_cpu_ms_per_batch": None if r.input_cpu_s is None else 1000 * r.input_cpu_s,
+        "twin_note": r.twin_note,
         "warmup_ms": _ms(r.warmup_s),
     }
 
@@ -120,6 +123,7 @@ def combine(record: dict[str, Any], repeats: list[ArmResult], batch_size: int) -
         record.update(step_figures([r.synthetic_step_s for r in twins], batch_size,
                                    prefix="synthetic_ms_per_step"))  # fmt: skip
         record.update(_input_bound(twins))
+    record.update(_input_cost(ok))
     if ok:
         _rates(record)
     if record.get("predicted_step_s"):
@@ -139,6 +143,27 @@ def _input_bound(repeats: list[ArmResult]) -> dict[str, Any]:
         "input_bound_ratio_ci_low": estimate.low,
         "input_bound_ratio_ci_high": estimate.high,
     }
+
+
+def _input_cost(repeats: list[ArmResult]) -> dict[str, Any]:
+    """The input pipeline's own cost per batch (median over the processes that timed it) and,
+    where no twin ran, the most the step can be over its compute because of it (the largest
+    over those processes: core/stats.py input_bound_most) with the reason."""
+    timed = [r for r in repeats if r.input_s is not None]
+    if not timed:
+        return {}
+    figures: dict[str, Any] = {
+        "input_ms_per_batch": 1000 * statistics.median(r.input_s for r in timed),
+        "input_cpu_ms_per_batch": 1000 * statistics.median(r.input_cpu_s for r in timed),
+    }
+    skipped = [r for r in timed if r.twin_note]
+    if skipped and not any(r.synthetic_step_s for r in repeats):
+        figures["input_bound_ratio_most"] = max(
+            stats.input_bound_most(statistics.median(r.step_s), max(r.input_s, r.input_cpu_s))
+            for r in skipped
+        )
+        figures["twin_note"] = skipped[0].twin_note
+    return figures
 
 
 def attach_breakdown(record: dict[str, Any], repeats: list[ArmResult]) -> None:

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from mptbench.core import record as fields
+from mptbench.core import stats
 from mptbench.core.files import read_json, write_json
 from mptbench.core.jobs import ModelInfo, ProbeResult, Run, encode
 from mptbench.core.outcomes import first_line
 from mptbench.jobs.budget import assess
 from mptbench.jobs.combine import attach_breakdown, combine, model_figures
-from mptbench.jobs.repeats import measure, speedups
+from mptbench.jobs.repeats import measure, settled, speedups
 from mptbench.jobs.tracking import CellRun, NoRun
 from mptbench.jobs.trainer import Trainer
 
@@ -151,6 +152,7 @@ def _measure(trainer: Trainer, prepared: str, records: dict[str, dict]) -> set[s
     measured = measure(trainer, prepared, to_time)
     train = trainer.runs[0].train
     found = speedups(measured.results, to_time, train.repeats)
+    first = speedups(_first_stage(measured.results, train.repeats), to_time)
     for run in to_time:
         name, record = run.policy.name, records[run.policy.name]
         combine(record, measured.results[name], run.cell.batch_size)
@@ -161,12 +163,22 @@ def _measure(trainer: Trainer, prepared: str, records: dict[str, dict]) -> set[s
         width = found[name].half_width if name in found else None
         if train.precision and width and width > train.precision:
             # Said where a reader looks for why timing stopped: no verdict-free number.
+            why = (
+                f"its verdict ({stats.verdict(found[name])}) was settled by the first "
+                f"{train.repeats}"
+                if settled(first[name])
+                else f"wider than train.precision={train.precision} "
+                f"(train.max_repeats={train.max_repeats})"
+            )
             record["stopped_by"] = (
                 f"{record.get('stopped_by')}; speedup ±{100 * width:.1f}% after "
-                f"{found[name].n} processes, wider than train.precision="
-                f"{train.precision} (train.max_repeats={train.max_repeats})"
+                f"{found[name].n} processes, {why}"
             )
     return set(measured.deaths)
+
+
+def _first_stage(results: dict[str, list], repeats: int) -> dict[str, list]:
+    return {name: arms[:repeats] for name, arms in results.items()}
 
 
 def _unreachable_line(tracking: dict, exc: Exception, pending: Path) -> str:

@@ -58,9 +58,15 @@ class Trainer:
         return self.runs[0]
 
     def repeat(self, prepared: str, repeat: int, runs: list[Run]) -> RepeatResult | Death:
-        """One repeat of `runs` (the arms still timing); or, when the trainer died, how."""
-        dirs = tuple(self.profile_dirs.get(r.policy.name) for r in runs)
-        job = RepeatJob(str(self.out), tuple(runs), prepared, repeat, dirs, str(self.progress))
+        """One repeat of `runs` (the arms still timing); or, when the trainer died, how. The
+        first train.repeats (the first stage) time the input and run the synthetic twins; the
+        first train.profile_repeats are profiled. The processes added for precision only time
+        steps: what they are for is the speedup's interval."""
+        train = runs[0].train
+        profiled = repeat < train.profile_repeats
+        dirs = tuple(self.profile_dirs.get(r.policy.name) if profiled else None for r in runs)
+        job = RepeatJob(str(self.out), tuple(runs), prepared, repeat, dirs, str(self.progress),
+                        twins=repeat < train.repeats)  # fmt: skip
         self.progress.unlink(missing_ok=True)
         try:
             finished = self.engine.launch(job, RepeatResult, runs[0].train.memory_limit_mb)

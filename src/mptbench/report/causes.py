@@ -47,8 +47,11 @@ def peak_sentence(rows: pd.DataFrame, policy: str) -> str | None:
 
 
 def _bound(row: pd.Series) -> str:
-    """input-bound, not input-bound, or unclear, on the ratio's interval."""
-    value, low, high = (row[f"input_bound_ratio{s}"] for s in ("", "_ci_low", "_ci_high"))
+    """input-bound, not input-bound, or unclear, on the ratio's interval (or, where no twin
+    ran, on the most the input pipeline's own cost allows)."""
+    value, low, high = (row.get(f"input_bound_ratio{s}") for s in ("", "_ci_low", "_ci_high"))
+    if pd.isna(value) and pd.notna(row.get("input_bound_ratio_most")):
+        return "not input-bound" if row["input_bound_ratio_most"] < INPUT_BOUND else "unclear"
     if pd.isna(low) or pd.isna(high):
         return "unclear"
     if low > 1 and value >= INPUT_BOUND:
@@ -58,21 +61,36 @@ def _bound(row: pd.Series) -> str:
     return "unclear"
 
 
+def _input_figure(row: pd.Series) -> str:
+    if pd.isna(row.get("input_bound_ratio")):
+        return (f"at most {row['input_bound_ratio_most']:.2f}x its compute: the input pipeline "
+                f"alone took {row['input_ms_per_batch']:.1f} ms per batch, "
+                f"{row['input_cpu_ms_per_batch']:.1f} ms of CPU; no twin ran")  # fmt: skip
+    figure = f"{row['input_bound_ratio']:.2f}x its in-memory twin's step"
+    if pd.notna(row["input_bound_ratio_ci_low"]):
+        figure += (f", 95% interval {row['input_bound_ratio_ci_low']:.2f}–"
+                   f"{row['input_bound_ratio_ci_high']:.2f}")  # fmt: skip
+    return figure
+
+
 def input_sentence(rows: pd.DataFrame, policy: str) -> str | None:
     """Per batch size: input-bound only where the step over its twin's is at least
     INPUT_BOUND and its whole interval is above 1; not input-bound only where the interval is
-    below INPUT_BOUND; otherwise the interval holds both and the report says so."""
-    hit = rows[rows["input_bound_ratio"].notna()].sort_values("batch_size")
+    below INPUT_BOUND, or where no twin ran because the input pipeline's own cost per batch
+    could not make the step INPUT_BOUND times its compute; otherwise the interval holds both
+    and the report says so."""
+    measured = rows["input_bound_ratio"].notna()
+    if "input_bound_ratio_most" in rows:
+        measured |= rows["input_bound_ratio_most"].notna()
+    hit = rows[measured].sort_values("batch_size")
     if hit.empty:
         return None
-    parts = []
-    for _, row in hit.iterrows():
-        figure = f"{row['input_bound_ratio']:.2f}x its in-memory twin's step"
-        if pd.notna(row["input_bound_ratio_ci_low"]):
-            figure += (f", 95% interval {row['input_bound_ratio_ci_low']:.2f}–"
-                       f"{row['input_bound_ratio_ci_high']:.2f}")  # fmt: skip
-        parts.append(f"{_bound(row)} at batch {int(row['batch_size'])} ({figure})")
-    text = f"{policy}: " + "; ".join(parts) + " (input_bound_ratio)"
+    parts = [f"{_bound(row)} at batch {int(row['batch_size'])} ({_input_figure(row)})"
+             for _, row in hit.iterrows()]  # fmt: skip
+    columns = "input_bound_ratio"
+    if hit["input_bound_ratio"].isna().any():
+        columns += ", input_bound_ratio_most"
+    text = f"{policy}: " + "; ".join(parts) + f" ({columns})"
     if any(_bound(r) == "input-bound" for _, r in hit.iterrows()):
         text += "; where input-bound, the input pipeline, not the math, set its pace"
     return text + "."

@@ -32,15 +32,16 @@ nav ul { display: flex; flex-wrap: wrap; gap: .3rem 1.2rem; padding-left: 1rem; 
 
 HOW_TO_READ = (
     "Each table is one model on one Keras backend with one variant on one device. Rows are "
-    "batch sizes; "
-    "for each dtype policy a cell gives the median milliseconds per training step (smaller is "
-    "faster) with its 95% confidence interval beneath it: each cell is timed in train.repeats "
-    "separate processes until its median is known to train.precision, and the interval (a "
-    "bootstrap over processes, then over steps) covers the variation between processes as well "
-    'as within one. "Speedup vs" the baseline policy (float32 unless a policy\'s yaml says '
-    "otherwise) is the baseline's ms/step divided by the policy's at the same batch size, with "
-    "its own interval: faster or slower only where the whole interval is above or below 1, "
-    'otherwise "no measurable difference". A cell without a timing says why: '
+    "batch sizes; for each dtype policy a cell gives the milliseconds per training step "
+    "(smaller is faster: the geometric mean of its processes' median steps) with its 95% "
+    "confidence interval beneath it: each cell is timed in train.repeats separate processes "
+    "(more where a speedup's verdict is still open and its interval wider than "
+    "train.precision), and the interval, a t interval over those processes, covers the "
+    'variation between processes as well as within one. "Speedup vs" the baseline policy '
+    "(float32 unless a policy's yaml says otherwise) is the baseline's step over the policy's "
+    "at the same batch size, timed in turns in the same processes, with its own interval: "
+    "faster or slower only where the whole interval is above or below 1, otherwise "
+    '"no measurable difference". A cell without a timing says why: '
     "OOM (out of memory, on evidence), killed (killed from outside), over budget (a step is, or"
     " is clearly predicted to be, slower than train.max_step_seconds), NaN/Inf (the loss became"
     " non-finite) or unsupported (no kernel for the policy on this device); hover over it for "
@@ -63,6 +64,7 @@ def render_html(
     published: pd.DataFrame,
     breakdown: pd.DataFrame,
     ui_url: str | None = None,
+    extra: sections.Extra | None = None,
 ) -> str:
     """The whole index.html: a section per device (its table, plots, where its time went and
     its diagnosis), the variants, accuracy, the published numbers, every run."""
@@ -86,7 +88,8 @@ def render_html(
             meta=meta,
             how_to_read=HOW_TO_READ,
             compared=models_compared(summary) + backends_compared(summary),
-            groups=sections.all_groups(summary, breakdown),
+            groups=sections.all_groups(summary, breakdown, extra),
+            fits_published=(extra.fits or {}).get("published") if extra else None,
             backends=sections.backends(summary),
             variants=variants_section(summary),
             accuracy=sections.accuracy(summary),
@@ -111,11 +114,13 @@ def _csv_table(table: dict) -> str:
     return out.getvalue()
 
 
-def render_group_files(summary: pd.DataFrame, breakdown: pd.DataFrame) -> dict[str, bytes]:
+def render_group_files(
+    summary: pd.DataFrame, breakdown: pd.DataFrame, extra: sections.Extra | None = None
+) -> dict[str, bytes]:
     """Per (model, backend, variant, device): its policy table as CSV and its diagnosis as a
     page."""
     files = {}
-    for g in sections.all_groups(summary, breakdown):
+    for g in sections.all_groups(summary, breakdown, extra):
         key = tuple(g[k] for k in GROUP_KEYS)
         files[group_file(key, GROUP_TABLE)] = _csv_table(g["table"]).encode()
         page = _env().get_template("diagnosis.html.j2").render(group=g)

@@ -5,11 +5,9 @@ Speedups are not judged by a threshold: a speedup is "faster" or "slower" only w
 compute-only speedup's interval lies wholly above the end-to-end one's.
 """
 
-# A cell whose steps take this much longer than its synthetic twin's (same model, policy and
-# batch on in-memory tensors) waits for its input. 15% is well above the few percent two runs
-# of one cell differ by on an idle machine, and small enough to catch a pipeline that has
-# started to hold the model back.
-INPUT_BOUND = 1.15
+# The input-bound threshold (the step over its synthetic twin's) is core/stats.py's: the
+# engine skips a twin that could not reach it.
+from mptbench.core.stats import INPUT_BOUND  # noqa: F401
 
 # A dtype whose calibrated peak is this much above float32's counts as fast math; below its
 # inverse, as slow kernels. Mixed precision adds casts and (float16) loss scaling, so a peak

@@ -59,8 +59,9 @@ def test_the_report_page_loads_whole_and_fits_the_page(smoke_run, browser, scree
         page.goto(f"http://127.0.0.1:{server.server_address[1]}/index.html")
         page.wait_for_load_state("networkidle")
         widths = page.eval_on_selector_all("img", "imgs => imgs.map(i => i.naturalWidth)")
-        # 4 plots for the one model, backend, variant and device, and the published one.
-        assert len(widths) == 5 and all(w > 0 for w in widths), widths
+        # 4 plots and the loss curves for the one model, backend, variant and device, and the
+        # published plot.
+        assert len(widths) == 6 and all(w > 0 for w in widths), widths
         assert errors == []
         section = page.locator("section#seed_convnet-tensorflow-pypi-cpu")
         assert section.locator("table").first.locator("tr").count() == 1 + 2  # head, bs4, bs8

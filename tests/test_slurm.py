@@ -97,8 +97,10 @@ def _snakemake_slurm(cwd, cluster, *config, timeout):
 def smoke(cluster, checkout):
     start = time.monotonic()
     # Every rule of the smoke as a SLURM job, each group in one process: what is checked here
-    # is where the jobs ran, not the timing (test_workflow.py times the smoke).
-    once = 'overrides=["train.repeats=1","train.max_repeats=1"]'
+    # is where the jobs ran, not the timing (test_workflow.py times the smoke) nor what fits
+    # and whether it learns (the smoke shows those: their jobs take the train job's resources).
+    once = 'overrides=["train.repeats=1","train.max_repeats=1","sweep.fit_search=false",'
+    once += '"train.parity_steps=0"]'
     done = _snakemake_slurm(checkout, cluster, "experiment=smoke", once, timeout=SMOKE_TIMEOUT_S)
     wall = time.monotonic() - start
     print(f"\nsmoke experiment through SLURM: {wall:.0f} s wall time")

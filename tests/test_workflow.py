@@ -123,6 +123,56 @@ def test_smoke_cells_are_profiled_in_every_repeat_and_their_classes_close(smoke)
     assert "Not profiled" not in where
 
 
+def test_every_cell_has_its_peak_memory_and_the_report_says_what_fits(smoke):
+    summary = pd.read_csv(smoke / "results/smoke/report/summary.csv")
+    assert (summary["peak_memory_mb"] > 100).all()  # TensorFlow alone takes more
+    assert set(summary["peak_memory_source"]) <= {"cgroup memory.max_usage_in_bytes",
+                                                  "cgroup memory.peak", "ru_maxrss"}  # fmt: skip
+    assert (summary["fits_at_batch"]).all() and set(summary["largest_fit_batch"]) == {8}
+    mixed = summary[summary["policy"] == "mixed_float16"]
+    assert mixed["memory_vs_baseline"].between(0.3, 3).all()
+    fits = json.loads((smoke / "results/smoke/fits/seed_convnet/tensorflow/pypi/cpu/"
+                       "mixed_float16.json").read_text())  # fmt: skip
+    assert [t["batch_size"] for t in fits["tries"]] == [4, 8]  # the grid's, up to its largest
+    assert fits["stopped_by"] == "every batch up to the cap fit (sweep.max_batch=8)"
+    html = (smoke / "results/smoke/report/index.html").read_text()
+    section = html.split("<h3>What fits</h3>", 1)[1].split("<h3>", 1)[0]
+    assert "mixed_float16 and float32 both fit every batch tried, up to 8" in section
+    assert (
+        "Published (2020), Quadro M2200 (4 GB): mixed_float16 fit batch 256 where float32 "
+        "fit 128" in section
+    )
+
+
+def test_the_report_says_whether_each_policy_still_learns(smoke):
+    parity = json.loads((smoke / "results/smoke/parity/seed_convnet/tensorflow/pypi/cpu/"
+                         "bs8.json").read_text())  # fmt: skip
+    assert parity["outcome"] == "ok" and parity["steps"] == 50
+    runs = {(r["policy"], r["seed"]): r for r in parity["runs"]}
+    assert set(runs) == {("float32", 0), ("mixed_float16", 0), ("float32", 1)}
+    assert all(len(r["losses"]) == 50 for r in runs.values())
+    mixed = runs[("mixed_float16", 0)]
+    assert len(mixed["loss_scale"]) == 50 and mixed["initial_loss_scale"] == 2.0**15
+    figures = parity["policies"]["mixed_float16"]
+    assert figures["verdict"] in ("follows the baseline", "ends higher", "ends lower")
+    assert figures["seed_spread"] > 0 and figures["end_loss"] > 0
+    html = (smoke / "results/smoke/report/index.html").read_text()
+    section = html.split("<h3>Does it still learn?</h3>", 1)[1].split("</section>", 1)[0]
+    assert "mixed_float16 at batch 8, 50 steps: " in section
+    assert "float32&#39;s own seed-to-seed spread" in section and "loss scale 32768" in section
+    assert "validation accuracy" in section  # the smoke validates
+    summary = pd.read_csv(smoke / "results/smoke/report/summary.csv").set_index(
+        ["policy", "batch_size"]
+    )
+    assert summary.loc[("mixed_float16", 8), "parity_verdict"] == figures["verdict"]
+    assert summary.loc[("float32", 8), "parity_verdict"] == "baseline"
+    assert summary.loc[("mixed_float16", 8), "parity_seed_spread"] == pytest.approx(
+        figures["seed_spread"]
+    )
+    plot = smoke / "results/smoke/report/seed_convnet/tensorflow/pypi/cpu/learning.png"
+    assert plot.read_bytes().startswith(b"\x89PNG")
+
+
 def test_each_device_has_its_own_plots_table_and_diagnosis(smoke):
     group = smoke / "results/smoke/report/seed_convnet/tensorflow/pypi/cpu"
     for name in ("ms_per_step.png", "speedup.png", "tflops.png", "breakdown.png"):
@@ -268,8 +318,8 @@ def test_policies_added_by_override_alone_get_their_dtype_and_a_renamed_baseline
     even the baseline's (here fp32, with float32 left out)."""
     overrides = (
         'overrides=["name=smoke_policy","policy=[]","sweep.batch_sizes=[4]",'
-        '"train.profile_steps=0","train.max_step_seconds=null",'
-        '"+policy.fp32={compute_dtype:float32,variable_dtype:float32,loss_scaling:none,'
+        '"train.profile_steps=0","train.max_step_seconds=null","sweep.fit_search=false",'
+        '"train.parity_steps=0","+policy.fp32={compute_dtype:float32,variable_dtype:float32,loss_scaling:none,'
         'baseline:true}",'
         '"+policy.bf16_copy={compute_dtype:bfloat16,variable_dtype:float32,loss_scaling:none}"]'
     )
@@ -332,7 +382,8 @@ def test_your_model_on_your_images(smoke, user_images):
     overrides = (
         'overrides=["name=smoke_user","model=python","model.python.builder=mymodels:small_cnn",'
         f'"dataset=image_folder","dataset.path={user_images}","dataset.name=my-images",'
-        '"dataset.image_size=32","policy=[float32]","sweep.batch_sizes=[4]","backend=[tensorflow]"]'
+        '"dataset.image_size=32","policy=[float32]","sweep.batch_sizes=[4]","backend=[tensorflow]",'
+        '"sweep.fit_search=false"]'
     )
     done = snakemake(smoke, "--cores", "2", "--config", "experiment=smoke", overrides)
     assert done.returncode == 0, done.stderr[-3000:]

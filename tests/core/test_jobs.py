@@ -13,6 +13,8 @@ from mptbench.core.jobs import (
     ContractError,
     DescribeJob,
     EnvironmentJob,
+    FitJob,
+    ParityJob,
     ProbeJob,
     ProbePoint,
     ProbeResult,
@@ -46,6 +48,8 @@ def test_every_engine_job_kind_round_trips_by_its_kind():
         CalibrateJob("out.json", "cpu", "jax", "pypi", {"cap_s": 1}, jit_compile=True),
         DescribeJob("out.json", run.model, 32, 10),
         EnvironmentJob("out.json"),
+        FitJob("out.json", run, "prepared.json", 2, 1536),
+        ParityJob("out.json", (run, run), (0, 1), "prepared.json", 100),
     ]
     assert {type(j) for j in jobs} == set(JOB_KINDS.values())
     for job in jobs:

@@ -130,6 +130,13 @@ def test_policy_subset_by_override():
         (None, ["dataset.sha256=abc"], "dataset.sha256: 'abc' is not 64 lowercase hex digits"),
         (None, ["train.timed_steps=2", "train.min_timed_steps=5"], "train.timed_steps: 2 is below"),
         (None, ["dataset.input.cache=disk"], "dataset.input.cache: 'disk' (allowed: memory, none)"),
+        (
+            None,
+            ["sweep.max_batch=16"],
+            "sweep.max_batch: 16 is below the grid's smallest batch size (32)",
+        ),
+        (None, ["device.cpu.memory_limit_mb=10"], "device.cpu.memory_limit_mb: 10 is a memory"),
+        (None, ["train.synthetic_twin=sometimes"], "train.synthetic_twin: 'sometimes' is true"),
     ],
 )
 def test_bad_input_is_one_clear_line(experiment, overrides, message):
@@ -137,6 +144,25 @@ def test_bad_input_is_one_clear_line(experiment, overrides, message):
         compose_config(CONF, experiment, overrides)
     assert message in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_a_memory_limit_larger_than_the_device_is_one_line_before_any_job():
+    limit = ["sweep.devices=[cpu]", "device.cpu.memory_limit_mb=99999999"]
+    cfg = compose_config(CONF, None, limit)
+    with pytest.raises(ConfigError, match="memory_limit_mb: 99999999 MB is more than cpu"):
+        expand_devices(cfg, gpus=[])
+    limit = ["sweep.devices=[cpu,gpu0]", "device.gpu.memory_limit_mb=4096"]
+    cfg = compose_config(CONF, None, limit)
+    assert expand_devices(cfg, gpus=["NVIDIA H200"]) == ["cpu", "gpu0"]  # no nvidia-smi: unknown
+
+
+def test_settings_no_timing_run_depends_on_rerun_no_group():
+    cell = Cell("seed_convnet", "tensorflow", "pypi", "cpu", "float32", 32)
+    runs = [
+        encode(run_config(compose_config(CONF, None, overrides), cell))
+        for overrides in ([], ["device.cpu.memory_limit_mb=4096", "train.parity_steps=7"])
+    ]
+    assert runs[0] == runs[1]
 
 
 def test_absent_gpu_is_rejected_unless_check_disabled():

@@ -197,6 +197,71 @@ def probes_of_group(wildcards):
     return [layout.PROBE.format(**axes, policy=policy) for policy in POLICIES]
 
 
+FIT_SEARCH = CFG["sweep"].get("fit_search", True)
+PARITY_STEPS = CFG["train"].get("parity_steps", 0)
+FITS = (
+    sorted({layout.FITS.format(**c.wildcards(EXPERIMENT)) for c in CELLS})
+    if FIT_SEARCH
+    else []
+)
+PARITY = (
+    sorted(
+        {
+            layout.PARITY.format(**c.wildcards(EXPERIMENT))
+            for c in CELLS
+            if len(POLICIES) > 1
+        }
+    )
+    if PARITY_STEPS and any(CFG["policy"][p].get("baseline") for p in POLICIES)
+    else []
+)
+
+
+def fits_of_group(wildcards):
+    """The searches whose tries give a group's cells their peak memory (none when off)."""
+    if not FIT_SEARCH:
+        return []
+    axes = {k: wildcards[k] for k in ("experiment", *PROBE_AXES) if k != "policy"}
+    return [layout.FITS.format(**axes, policy=policy) for policy in POLICIES]
+
+
+def probe_of_cell(wildcards):
+    """The probe a search or parity run predicts its steps from (none without a step limit)."""
+    if not CFG["train"]["max_step_seconds"]:
+        return []
+    return [
+        layout.PROBE.format(**{k: wildcards[k] for k in ("experiment", *PROBE_AXES)})
+    ]
+
+
+def fit_run(wildcards):
+    """The Run the search starts from: its cell at the grid's smallest batch size."""
+    cell = Cell(*[wildcards[k] for k in PROBE_AXES], min(CFG["sweep"]["batch_sizes"]))
+    if cell not in CELL_SET:
+        raise WorkflowError(
+            f"{layout.FITS.format(**wildcards)}: not a cell of {EXPERIMENT}"
+        )
+    return encode(run_config(CFG, cell))
+
+
+def fit_settings(wildcards):
+    """The search's batch sizes, cap, steps per try and the device's memory limit."""
+    sweep = CFG["sweep"]
+    return {
+        "batch_sizes": sweep["batch_sizes"],
+        "cap": sweep.get("max_batch") or max(sweep["batch_sizes"]),
+        "steps": sweep.get("fit_steps", 2),
+        "limit_mb": device_of(wildcards).settings(CFG["device"]).get("memory_limit_mb"),
+    }
+
+
+def parity_settings(wildcards):
+    return {
+        "steps": PARITY_STEPS,
+        "budget_s": CFG["train"].get("parity_budget_s"),
+    }
+
+
 def variant_of(wildcards):
     if wildcards.variant not in CFG["variant"]:
         raise WorkflowError(f"variant {wildcards.variant} is not in this experiment")
@@ -311,6 +376,7 @@ GROUP_REPORT = {
     "speedup.png": ("speedup.rst", "speedup"),
     "tflops.png": ("tflops.rst", "TFLOP/s"),
     "breakdown.png": ("breakdown_plot.rst", "breakdown"),
+    layout.LEARNING_PLOT: ("learning.rst", "loss curves"),
     layout.GROUP_TABLE: ("table.rst", "table"),
     layout.GROUP_DIAGNOSIS: ("diagnosis.rst", "diagnosis"),
 }

@@ -7,6 +7,8 @@ rule aggregate:
         records=RECORDS,
         calibrations=CALIBRATIONS,
         tracking=TRACKING,
+        fits=FITS,
+        parity=PARITY,
     output:
         summary=report(
             f"{REPORT_DIR}/{layout.SUMMARY_CSV}",

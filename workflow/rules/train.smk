@@ -68,6 +68,7 @@ rule train:
         env=layout.VARIANT_ENV,
         model=model_info_of,
         probes=probes_of_group,
+        fits=fits_of_group,
     output:
         records=GROUP_RECORDS,
         profiles=directory(GROUP_PROFILES),
@@ -85,6 +86,59 @@ rule train:
         runs=train_runs,
     script:
         "../scripts/train.py"
+
+
+rule fits:
+    # What fits: the largest batch of one policy's cells on their device (within
+    # device.<kind>.memory_limit_mb), each try a short real training run in a fresh process,
+    # its peak memory measured; the grid's own batch sizes first (the cells' peak memory).
+    input:
+        prepared=PREPARED,
+        env=layout.VARIANT_ENV,
+        probe=probe_of_cell,
+    output:
+        layout.FITS,
+    log:
+        layout.FITS_LOG,
+    conda:
+        "../../envs/mptbench.yaml"
+    threads: timing_threads
+    resources:
+        **TIMING_SLOTS,
+        mem_mb=device_mem_mb,
+        runtime=device_runtime,
+        gpu=device_gpus,
+    params:
+        run=fit_run,
+        settings=fit_settings,
+    script:
+        "../scripts/fits.py"
+
+
+rule parity:
+    # Does it still learn: each policy of a comparison group from the baseline's seed and data
+    # order, train.parity_steps steps, and the baseline from a second seed for its own spread.
+    input:
+        prepared=PREPARED,
+        env=layout.VARIANT_ENV,
+        probes=probes_of_group,
+    output:
+        layout.PARITY,
+    log:
+        layout.PARITY_LOG,
+    conda:
+        "../../envs/mptbench.yaml"
+    threads: timing_threads
+    resources:
+        **TIMING_SLOTS,
+        mem_mb=device_mem_mb,
+        runtime=device_runtime,
+        gpu=device_gpus,
+    params:
+        runs=train_runs,
+        settings=parity_settings,
+    script:
+        "../scripts/parity.py"
 
 
 rule calibrate:

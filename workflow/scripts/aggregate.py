@@ -14,7 +14,7 @@ def work():
     report_dir, inputs = snakemake.params.report_dir, snakemake.input
     summary = write_report(
         list(inputs.records), report_dir, list(inputs.calibrations),
-        snakemake.params.ui_url or None,
+        snakemake.params.ui_url or None, list(inputs.fits), list(inputs.parity),
     )  # fmt: skip
     publish_report(
         read_json(snakemake.input.tracking), report_dir, cell_results(summary),

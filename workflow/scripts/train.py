@@ -13,6 +13,7 @@ def work():
         snakemake.input.tracking, list(snakemake.output.records), snakemake.input.env,
         probe_files=list(snakemake.input.probes), profile_dirs=list(snakemake.output.profiles),
         log_file=snakemake.log[0], model_info=snakemake.input.model,
+        fits_files=list(snakemake.input.fits),
     )  # fmt: skip
 
 

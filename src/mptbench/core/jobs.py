@@ -243,9 +243,47 @@ class EnvironmentJob:
     out: str
 
 
-EngineJob = RepeatJob | ProbeJob | CalibrateJob | DescribeJob | EnvironmentJob
+@dataclass(frozen=True)
+class FitJob:
+    """A few real training steps of one cell at its batch size on random in-memory data, in a
+    fresh process: does it fit, and its peak memory (jobs/fits.py searches the largest batch
+    that fits). On a GPU the framework's own memory limit is set to `memory_limit_mb` before it
+    starts; on a CPU the launcher enforces it on the trainer's own cgroup."""
+
+    KIND: ClassVar[str] = "fit"
+    out: str
+    run: Run
+    prepared: str
+    steps: int
+    memory_limit_mb: int | None = None
+
+
+@dataclass(frozen=True)
+class ParityJob:
+    """Does it still learn: each run trains the same steps on the cell's data from its seed (the
+    same data order for the same seed), one after the other in this process, and records each
+    step's loss and, under loss scaling, the scale and whether the step was skipped."""
+
+    KIND: ClassVar[str] = "parity"
+    out: str
+    runs: tuple[Run, ...]
+    seeds: tuple[int, ...]  # one per run: float32's second seed gives its seed-to-seed spread
+    prepared: str
+    steps: int
+
+
+EngineJob = RepeatJob | ProbeJob | CalibrateJob | DescribeJob | EnvironmentJob | FitJob | ParityJob
 JOB_KINDS: dict[str, type] = {
-    cls.KIND: cls for cls in (RepeatJob, ProbeJob, CalibrateJob, DescribeJob, EnvironmentJob)
+    cls.KIND: cls
+    for cls in (
+        RepeatJob,
+        ProbeJob,
+        CalibrateJob,
+        DescribeJob,
+        EnvironmentJob,
+        FitJob,
+        ParityJob,
+    )  # fmt: skip
 }
 
 
@@ -347,6 +385,44 @@ class ModelInfo:
     builder_sha256: str | None = None
     # Its distinct Conv2D layers: name, input [h, w, channels], filters, kernel, stride.
     conv_layers: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class FitResult:
+    """One try of a batch size: its outcome (ok, oom, ...) and, where it ran, its peak memory
+    and where that figure comes from (the framework's device peak on a GPU; on a CPU the
+    trainer's own cgroup's peak, else its peak resident set, ru_maxrss)."""
+
+    batch_size: int
+    outcome: str
+    reason: str | None = None
+    peak_mb: float | None = None
+    peak_source: str | None = None
+    step_s: list[float] = field(default_factory=list)
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ParityRun:
+    """One run of a parity job: its policy and seed, each step's loss; under loss scaling each
+    step's scale after it and the steps whose update was skipped (non-finite gradients)."""
+
+    policy: str
+    seed: int
+    losses: list[float | None]  # None where the loss was not finite
+    outcome: str = "ok"
+    reason: str | None = None
+    loss_scale: list[float] = field(default_factory=list)
+    skipped_steps: list[int] = field(default_factory=list)
+    initial_loss_scale: float | None = None
+    val_accuracy: float | None = None  # after the steps, where the run validates
+
+
+@dataclass
+class ParityResult:
+    batch_size: int
+    runs: list[ParityRun]
+    fingerprint: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -22,10 +22,13 @@ class Policy:
     variable_dtype: str = "float32"
     loss_scaling: str = "none"
     baseline: bool = False
+    # Dynamic loss scaling starts here (Keras' default, 2**15, where the yaml says nothing).
+    initial_loss_scale: float | None = None
 
     @classmethod
     def of(cls, name: str, facts: dict[str, Any]) -> Policy:
-        keys = ("compute_dtype", "variable_dtype", "loss_scaling", "baseline")
+        keys = ("compute_dtype", "variable_dtype", "loss_scaling", "baseline",
+                "initial_loss_scale")  # fmt: skip
         return cls(name=name, **{k: facts[k] for k in keys if facts.get(k) is not None})
 
     @property

@@ -19,6 +19,8 @@ from mptbench.core.jobs import (
     DescribeJob,
     EngineJob,
     EnvironmentJob,
+    FitJob,
+    ParityJob,
     ProbeJob,
     RepeatJob,
     decode_job,
@@ -26,8 +28,10 @@ from mptbench.core.jobs import (
 )
 from mptbench.engine.backends import GpuMissing, start
 from mptbench.engine.calibrate import measure
+from mptbench.engine.fits import fit_try, jax_memory_fraction
 from mptbench.engine.model_info import describe
 from mptbench.engine.networks import ModelError
+from mptbench.engine.parity import parity
 from mptbench.engine.probe import probe_cell
 from mptbench.engine.repeat import run_repeat
 from mptbench.engine.startup import environment_facts
@@ -39,6 +43,11 @@ def run(job: EngineJob):
         return run_repeat(start(job.runs[0].backend.name), job, read_json(job.prepared))
     if isinstance(job, ProbeJob):
         return probe_cell(start(job.run.backend.name), job, read_json(job.prepared))
+    if isinstance(job, FitJob):
+        jax_memory_fraction(job)
+        return fit_try(start(job.run.backend.name), job, read_json(job.prepared))
+    if isinstance(job, ParityJob):
+        return parity(start(job.runs[0].backend.name), job, read_json(job.prepared))
     if isinstance(job, CalibrateJob):
         return measure(start(job.backend), job)
     if isinstance(job, DescribeJob):

@@ -62,6 +62,14 @@ class Backend:
         """An error as a cell outcome (oom, unsupported) and its reason; None: a real failure."""
         raise NotImplementedError
 
+    def limit_gpu_memory(self, framework, mb: int, total_mb: int | None) -> None:
+        """Let the framework use at most `mb` of the GPU (before its first allocation)."""
+        raise NotImplementedError
+
+    def gpu_peak_mb(self, framework) -> tuple[float, str]:
+        """The framework's own peak of GPU memory in use since it started: (MB, its name)."""
+        raise NotImplementedError
+
     def require_gpu(self, framework, device: str) -> None:
         """Fail with one line when a GPU cell's framework sees no GPU: it would time the CPU."""
         if not Device(device).is_gpu or self.gpu_count(framework) > 0:
@@ -93,6 +101,16 @@ class TensorFlow(Backend):
     def set_tf32(self, tf, allowed: bool) -> None:
         tf.config.experimental.enable_tensor_float_32_execution(allowed)
 
+    def limit_gpu_memory(self, tf, mb, total_mb):
+        gpu = tf.config.list_physical_devices("GPU")[0]
+        config = tf.config.LogicalDeviceConfiguration(memory_limit=mb)
+        tf.config.set_logical_device_configuration(gpu, [config])
+
+    def gpu_peak_mb(self, tf):
+        return tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20, (
+            "tensorflow get_memory_info peak"
+        )
+
     def classify(self, tf, exc):
         if isinstance(exc, tf.errors.ResourceExhaustedError):
             return "oom", first_line(exc)
@@ -119,6 +137,16 @@ class Jax(Backend):
         # JAX's default precision lets a GPU use TF32 for float32; "highest" is full float32.
         jax.config.update("jax_default_matmul_precision", None if allowed else "highest")
 
+    def limit_gpu_memory(self, jax, mb, total_mb):
+        # XLA's client reads its memory fraction when it starts: the engine sets it (as
+        # XLA_PYTHON_CLIENT_MEM_FRACTION) before JAX is imported; here it is only checked.
+        if os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION") is None:
+            raise RuntimeError("JAX started without XLA_PYTHON_CLIENT_MEM_FRACTION set")
+
+    def gpu_peak_mb(self, jax):
+        stats = jax.devices("gpu")[0].memory_stats() or {}
+        return stats.get("peak_bytes_in_use", 0) / 2**20, "jax memory_stats peak_bytes_in_use"
+
     def classify(self, jax, exc):
         text = str(exc)
         if "RESOURCE_EXHAUSTED" in text or "Out of memory" in text:
@@ -137,6 +165,14 @@ class Torch(Backend):
     def set_tf32(self, torch, allowed: bool) -> None:
         torch.backends.cuda.matmul.allow_tf32 = allowed
         torch.backends.cudnn.allow_tf32 = allowed
+
+    def limit_gpu_memory(self, torch, mb, total_mb):
+        if not total_mb:
+            raise RuntimeError("the GPU's memory size is unknown (nvidia-smi): no limit can be set")
+        torch.cuda.set_per_process_memory_fraction(min(1.0, mb / total_mb), 0)
+
+    def gpu_peak_mb(self, torch):
+        return torch.cuda.max_memory_allocated(0) / 2**20, "torch max_memory_allocated"
 
     def classify(self, torch, exc):
         if isinstance(exc, torch.OutOfMemoryError):

@@ -14,10 +14,16 @@ def _optimizer(keras, model_cfg: ModelConfig, policy: Policy):
     optimizer = keras.optimizers.get(
         {"class_name": model_cfg.optimizer, "config": {"learning_rate": model_cfg.learning_rate}}
     )
-    # Keras' compile wraps a mixed_float16 model's optimizer itself; any other policy that
-    # asks for loss scaling gets it here.
-    if policy.loss_scaling == "dynamic" and policy.keras_name != "mixed_float16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    # Keras' compile wraps a mixed_float16 model's optimizer itself (from 2**15); a policy that
+    # asks for loss scaling from another start, or any other policy that asks for it, gets it
+    # here (compile then leaves it as it is).
+    if policy.loss_scaling == "dynamic" and (
+        policy.keras_name != "mixed_float16" or policy.initial_loss_scale is not None
+    ):
+        start = {"initial_scale": policy.initial_loss_scale} if policy.initial_loss_scale else {}
+        optimizer = keras.optimizers.LossScaleOptimizer(
+            optimizer, name="loss_scale_optimizer", **start
+        )
     return optimizer
 
 

@@ -23,6 +23,7 @@ from mptbench.core.jobs import ModelInfo, ProbeResult, Run, encode
 from mptbench.core.outcomes import first_line
 from mptbench.jobs.budget import assess
 from mptbench.jobs.combine import attach_breakdown, combine, model_figures
+from mptbench.jobs.fits import cell_memory
 from mptbench.jobs.repeats import measure, settled, speedups
 from mptbench.jobs.tracking import CellRun, NoRun
 from mptbench.jobs.trainer import Trainer
@@ -76,13 +77,14 @@ def _cell_run(run: Run, tracking: dict | None, dataset: str, cells: int):
     return CellRun(tracking, label, f"{run.experiment}:{label}", tags, sampling_s=10 * cells)
 
 
-def _records(trainer: Trainer, info: dict, probes: dict, model_info) -> dict[str, dict]:
+def _records(trainer: Trainer, info: dict, probes: dict, model_info, fits: dict) -> dict[str, dict]:
     """Each cell's record before it is timed, with its probe's prediction (and outcome when
-    it is over the budget)."""
+    it is over the budget) and its peak memory from its policy's search."""
     records = {}
     for run in trainer.runs:
         probe = probes.get(run.policy.name)
         record = base_record(run, info) | model_figures(model_info, run.cell.batch_size)
+        record |= cell_memory(fits.get(run.policy.name), run.cell.batch_size)
         record |= assess(run, probe)
         record["fingerprint"] = probe.fingerprint if probe else None
         records[run.policy.name] = record
@@ -96,12 +98,13 @@ def train_group(
     probes: dict[str, ProbeResult] | None = None,
     model_info: ModelInfo | None = None,
     log_file: str | None = None,
+    fits: dict[str, dict] | None = None,
 ) -> list[dict]:
     """Every repeat of the group, each cell's combined into its record, each logged as one
     MLflow run (none without `tracking`); with `log_file` (the job's log), each run keeps a
     copy of it. The records, in the order of the trainer's runs."""
     started, info = time.monotonic(), read_json(prepared)
-    records = _records(trainer, info, probes or {}, model_info)
+    records = _records(trainer, info, probes or {}, model_info, fits or {})
     kept = _kept(trainer)
     try:
         with contextlib.ExitStack() as stack:

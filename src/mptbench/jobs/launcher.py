@@ -25,6 +25,8 @@ from mptbench.core.jobs import (
     ENGINE,
     CalibrateJob,
     EngineJob,
+    FitJob,
+    ParityJob,
     ProbeJob,
     RepeatJob,
     decode,
@@ -91,14 +93,21 @@ class Finished:
 
 
 def timed_device(job: EngineJob) -> str | None:
-    """The device a job times steps or kernels on; None for a job that times nothing."""
-    if isinstance(job, RepeatJob):
+    """The device a job times steps or kernels on, or trains on at full load (a fit try, a
+    parity run: they would slow a timing job beside them); None for one that does neither."""
+    if isinstance(job, RepeatJob | ParityJob):
         return str(job.runs[0].cell.device)
-    if isinstance(job, ProbeJob):
+    if isinstance(job, ProbeJob | FitJob):
         return str(job.run.cell.device)
     if isinstance(job, CalibrateJob):
         return str(job.device)
     return None
+
+
+def _kernel_limited(job: EngineJob) -> bool:
+    """A fit try on a CPU: its memory limit is the kernel's, on the trainer's own cgroup (the
+    RSS watch, which kills between two samples, stands in where no cgroup can be made)."""
+    return isinstance(job, FitJob) and not Device(job.run.cell.device).is_gpu
 
 
 @dataclass(frozen=True)
@@ -131,13 +140,22 @@ class Engine:
         try:
             child = subprocess.Popen(self.command(job_file), env=self.env)
             evidence.adopt(child.pid)
-            code, over_limit = memory.watch(child, memory_limit_mb, evidence)
+            watched = memory_limit_mb
+            if _kernel_limited(job) and memory_limit_mb and evidence.limit(memory_limit_mb):
+                watched = None  # the kernel holds the limit: an OOM kill is its record
+            code, over_limit = memory.watch(child, watched, evidence)
             if code < 0 or over_limit:
                 oom = evidence.oom_record()
                 return Finished(death=classify_death(code, over_limit, oom, evidence.notes))
             if code != 0 or not out.exists():
                 raise EngineFailed(_why(code, out))
-            return Finished(decode(result_type, read_json(out)), cpu_percent=cpu_percent(usage))
+            result = decode(result_type, read_json(out))
+            if isinstance(job, FitJob) and result.peak_source == "ru_maxrss":
+                result.peak_mb, result.peak_source = evidence.own_peak() or (
+                    result.peak_mb,
+                    result.peak_source,
+                )
+            return Finished(result, cpu_percent=cpu_percent(usage))
         finally:
             if child is not None and child.poll() is None:  # this job itself was stopped
                 child.kill()

@@ -59,6 +59,31 @@ class Cgroup:
             return None
         return int(value) / 2**20
 
+    def set_limit(self, mb: int) -> bool:
+        """Limit its memory (and memory plus swap, where the kernel counts that) to `mb`: past
+        it the kernel's OOM killer acts inside this cgroup. False where it cannot be set."""
+        value = str(int(mb * 2**20))
+        files = (
+            ["memory.limit_in_bytes", "memory.memsw.limit_in_bytes"]
+            if self.version == 1
+            else ["memory.max", "memory.swap.max"]
+        )
+        try:
+            (self.path / files[0]).write_text(value)
+        except OSError:
+            return False
+        with contextlib.suppress(OSError):  # no swap accounting: nothing to swap to either
+            (self.path / files[1]).write_text(value if self.version == 1 else "0")
+        return True
+
+    def peak_mb(self) -> tuple[float, str] | None:
+        """The most memory it has held (MB) and the file that says so, where one does."""
+        name = "memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"
+        try:
+            return int((self.path / name).read_text().split()[0]) / 2**20, f"cgroup {name}"
+        except (OSError, ValueError, IndexError):
+            return None
+
 
 def _cgroups(proc_cgroup: str) -> list[Cgroup]:
     """Where this process's memory cgroup may be, v2 first."""
@@ -135,6 +160,13 @@ class Evidence:
         """Give the trainer its own cgroup, where one can be made."""
         if self.shared is not None:
             self.own = child_cgroup(self.shared, pid)
+
+    def limit(self, mb: int) -> bool:
+        """The kernel's limit on the trainer's own cgroup; False where it has none."""
+        return self.own is not None and self.own.set_limit(mb)
+
+    def own_peak(self) -> tuple[float, str] | None:
+        return self.own.peak_mb() if self.own is not None else None
 
     def release(self) -> None:
         if self.own is not None:

@@ -62,6 +62,7 @@ def supervise(
     profile_dirs: list[str] | None = None,
     log_file: str | None = None,
     model_info: str | None = None,
+    fits_files: list[str] | None = None,
 ) -> int:
     """Train a comparison group (one Run per policy, one record path each) and write its
     records; or, with `probe_only`, probe its one cell. The exit code.
@@ -80,7 +81,9 @@ def supervise(
             if probe_only:
                 results = [encode(trainer.probe(prepared))]
             else:
-                results = _train(trainer, prepared, tracking, probe_files, model_info, log_file)
+                fits = [read_json(f) for f in fits_files or []]
+                results = _train(trainer, prepared, tracking, probe_files, model_info, log_file,
+                                 {f["policy"]: f for f in fits})  # fmt: skip
     except (TrainerFailed, DatasetError, TrackingFailed) as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1
@@ -94,7 +97,7 @@ def supervise(
     return 0
 
 
-def _train(trainer, prepared, tracking, probe_files, model_info, log_file) -> list[dict]:
+def _train(trainer, prepared, tracking, probe_files, model_info, log_file, fits) -> list[dict]:
     info = read_json(prepared)
     if info.get("digest"):
         verify(info, prepared)
@@ -102,7 +105,7 @@ def _train(trainer, prepared, tracking, probe_files, model_info, log_file) -> li
     described = decode(ModelInfo, read_json(model_info)) if model_info else None
     tracked = read_json(tracking) if tracking else None
     by_policy = {p.policy: p for p in probes}
-    results = train_group(trainer, prepared, tracked, by_policy, described, log_file)
+    results = train_group(trainer, prepared, tracked, by_policy, described, log_file, fits)
     for result in results:
         print(f"{result['policy']}: {result['outcome']}: {_summary(result)}", file=sys.stderr,
               flush=True)  # fmt: skip

@@ -24,6 +24,16 @@ def check(cfg: dict[str, Any]) -> None:
     _backends(cfg)
     _train(cfg["train"])
     _policies(cfg["policy"])
+    _sweep(cfg["sweep"])
+
+
+def _sweep(sweep: dict[str, Any]) -> None:
+    cap, smallest = sweep.get("max_batch"), min(sweep["batch_sizes"])
+    if sweep.get("fit_search", True) and cap is not None and cap < smallest:
+        raise ConfigError(
+            f"sweep.max_batch: {cap} is below the grid's smallest batch size ({smallest}); "
+            "the search for the largest batch that fits would try nothing"
+        )
 
 
 def _policies(policies: dict[str, Any]) -> None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from mptbench.core.cells import AXES, Cell
-from mptbench.core.devices import Device, every_device, visible_gpus
+from mptbench.core.devices import Device, every_device, gpu_facts, visible_gpus
 from mptbench.core.jobs import (
     BackendConfig,
     DatasetConfig,
@@ -39,7 +40,38 @@ def expand_devices(cfg: dict[str, Any], gpus: list[str] | None = None) -> list[s
                     f"(GPUs seen: {seen}); "
                     "set device.check_present=false if jobs run on other nodes"
                 )
+        memory_limits(cfg, devices)
     return devices
+
+
+def memory_limits(cfg: dict[str, Any], devices: list[str]) -> None:
+    """A memory limit no larger than the device it limits: this machine's memory for the CPU,
+    nvidia-smi's figure for a GPU (checked where the devices are this machine's)."""
+    for name in devices:
+        device = Device(name)
+        limit = device.settings(cfg["device"]).get("memory_limit_mb")
+        if not limit:
+            continue
+        if device.is_gpu:
+            has = (gpu_facts(device.index or 0) or {}).get("memory_mb")
+        else:
+            has = machine_memory_mb()
+        if has and limit > has:
+            raise ConfigError(
+                f"device.{device.kind}.memory_limit_mb: {limit} MB is more than {name} has "
+                f"({has} MB); a limit asks what fits in less"
+            )
+
+
+def machine_memory_mb() -> int | None:
+    """MemTotal of this machine, in MB."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def pairs(cfg: dict[str, Any]) -> list[tuple[str, str]]:
@@ -77,9 +109,18 @@ def grid(cfg: dict[str, Any], devices: list[str]) -> list[Cell]:
     ]
 
 
+# Settings no timing run depends on (the fits and parity rules read them from the config): a
+# change to them reruns no comparison group.
+NOT_TIMING = {"device": ("memory_limit_mb",), "train": ("parity_steps", "parity_budget_s")}
+
+
+def _timing(section: str, settings: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in settings.items() if k not in NOT_TIMING[section]}
+
+
 def device_config(cfg: dict[str, Any], name: str) -> DeviceConfig:
     device = Device(name)
-    settings = device.settings(cfg["device"])
+    settings = _timing("device", device.settings(cfg["device"]))
     return decode(DeviceConfig, {"name": name, "kind": device.kind, **settings})
 
 
@@ -98,5 +139,5 @@ def run_config(cfg: dict[str, Any], cell: Cell) -> Run:
         variant=decode(VariantConfig, {"name": cell.variant, **cfg["variant"][cell.variant]}),
         device=device_config(cfg, cell.device),
         dataset=decode(DatasetConfig, cfg["dataset"]),
-        train=decode(TrainConfig, cfg["train"]),
+        train=decode(TrainConfig, _timing("train", cfg["train"])),
     )

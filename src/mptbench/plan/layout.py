@@ -26,6 +26,12 @@ RUN_LOG = RESULTS + "/logs/train/" + COMPARISON + ".log"
 PROFILE = RESULTS + "/profiles/" + COMPARISON + "/{policy}"
 PROBE = RESULTS + "/probes/" + PROBE_CELL + ".json"
 PROBE_LOG = RESULTS + "/logs/probe/" + PROBE_CELL + ".log"
+# What fits: per model, backend, variant, device and policy, the search for the largest batch
+# (its tries, each with its peak memory); does it still learn: per comparison group.
+FITS = RESULTS + "/fits/" + PROBE_CELL + ".json"
+FITS_LOG = RESULTS + "/logs/fits/" + PROBE_CELL + ".log"
+PARITY = RESULTS + "/parity/" + COMPARISON + ".json"
+PARITY_LOG = RESULTS + "/logs/parity/" + COMPARISON + ".log"
 # What a model is (it builds; its parameters and FLOPs), once per model configuration and
 # dataset (image size, classes): shared by every experiment that trains the same model on it.
 MODEL_INFO = "results/models/{model}/{key}.json"
@@ -41,9 +47,10 @@ INDEX_HTML = "index.html"
 HEADLINE = "headline.txt"  # what a finished run prints: per group, the best speedup
 PUBLISHED_PLOT = "published_ms_per_step.png"
 GROUP_PLOTS = ("ms_per_step.png", "speedup.png", "tflops.png", "breakdown.png")
+LEARNING_PLOT = "learning.png"  # does it still learn: the loss curves of the parity rule
 GROUP_TABLE = "table.csv"
 GROUP_DIAGNOSIS = "diagnosis.html"
-GROUP_FILES = (*GROUP_PLOTS, GROUP_TABLE, GROUP_DIAGNOSIS)
+GROUP_FILES = (*GROUP_PLOTS, LEARNING_PLOT, GROUP_TABLE, GROUP_DIAGNOSIS)
 
 
 def group_file(group: tuple[str, ...], name: str) -> str:

@@ -12,15 +12,25 @@ from pathlib import Path
 import pandas as pd
 
 from mptbench.core.files import write_bytes
-from mptbench.plan.layout import BREAKDOWN_CSV, HEADLINE, INDEX_HTML, SUMMARY_CSV
+from mptbench.plan.layout import (
+    BREAKDOWN_CSV,
+    HEADLINE,
+    INDEX_HTML,
+    LEARNING_PLOT,
+    SUMMARY_CSV,
+    group_file,
+)
+from mptbench.report import sections
 from mptbench.report.breakdown import breakdown_table
 from mptbench.report.headline import headline_lines
 from mptbench.report.html import render_group_files, render_html
+from mptbench.report.memory import fits_sections
+from mptbench.report.numerics import learning_figure, learning_sections, parity_columns
 from mptbench.report.plots import render_plots
 from mptbench.report.published import load_published
-from mptbench.report.records import ReportError, load_calibrations, load_records
+from mptbench.report.records import ReportError, load_calibrations, load_outputs, load_records
 from mptbench.report.sections import device_label
-from mptbench.report.summary import summarise
+from mptbench.report.summary import GROUP_KEYS, groups, summarise
 
 # What the report works out per cell and gives back to the cell's MLflow run.
 CELL_METRICS = (
@@ -33,6 +43,10 @@ CELL_METRICS = (
     "mfu",
     "mfu_compute",
     "peak_tflops",
+    "memory_vs_baseline",
+    "parity_end_gap",
+    "parity_seed_spread",
+    "parity_skipped_steps",
 )
 
 
@@ -41,11 +55,8 @@ def cell_results(summary: pd.DataFrame) -> dict[str, tuple[dict, dict]]:
     out = {}
     for _, row in summary.dropna(subset=["mlflow_run_id"]).iterrows():
         metrics = {m: float(row[m]) for m in CELL_METRICS if pd.notna(row[m])}
-        verdict = row["speedup_verdict"]
-        out[row["mlflow_run_id"]] = (
-            metrics,
-            {"speedup_verdict": verdict} if isinstance(verdict, str) else {},
-        )
+        tags = {t: row[t] for t in ("speedup_verdict", "parity_verdict") if isinstance(row[t], str)}
+        out[row["mlflow_run_id"]] = (metrics, tags)
     return out
 
 
@@ -54,16 +65,28 @@ def _short_name(row: pd.Series) -> str:
     return device_label(row).split(" (CPU flags:")[0][:50]
 
 
-def render(records: list[dict], calibrations: list, ui_url: str | None) -> tuple:
+def render(
+    records: list[dict],
+    calibrations: list,
+    ui_url: str | None,
+    fits: list[dict] = (),
+    parity: list[dict] = (),
+) -> tuple:
     """Every file of the report, in memory: (summary, {path relative to the report: bytes})."""
     summary = summarise(records, load_calibrations(list(calibrations)))
+    summary = parity_columns(summary, list(parity))
     table = breakdown_table(records)
     published = load_published()
+    extra = sections.Extra(fits_sections(list(fits), published), learning_sections(list(parity)))
     files = render_plots(summary, published, _short_name, table)
-    files |= render_group_files(summary, table)
+    for key, _ in groups(summary):
+        mine = [p for p in parity if tuple(p[k] for k in GROUP_KEYS) == key]
+        title = f"{' · '.join(key)}: does it still learn? (loss per step)"
+        files[group_file(key, LEARNING_PLOT)] = learning_figure(mine, title)
+    files |= render_group_files(summary, table, extra)
     files[SUMMARY_CSV] = summary.to_csv(index=False).encode()
     files[BREAKDOWN_CSV] = table.to_csv(index=False).encode()
-    files[INDEX_HTML] = render_html(summary, published, table, ui_url).encode()
+    files[INDEX_HTML] = render_html(summary, published, table, ui_url, extra).encode()
     files[HEADLINE] = "".join(f"{line}\n" for line in headline_lines(summary)).encode()
     return summary, files
 
@@ -73,12 +96,18 @@ def write_report(
     report_dir: str | Path,
     calibrations: list[str | Path] = (),
     ui_url: str | None = None,
+    fits: list[str | Path] = (),
+    parity: list[str | Path] = (),
 ) -> pd.DataFrame:
-    """Read the run records; write the report into report_dir; return the summary.
+    """Read the run records (and the fits and parity rules' outputs); write the report into
+    report_dir; return the summary.
 
     Everything is rendered in memory first, so a bad record leaves no output behind.
     """
-    summary, files = render(load_records(runs), calibrations, ui_url)
+    summary, files = render(
+        load_records(runs), calibrations, ui_url,
+        load_outputs(list(fits), "fits search"), load_outputs(list(parity), "parity comparison"),
+    )  # fmt: skip
     try:
         for name, data in files.items():
             write_bytes(Path(report_dir) / name, data)
@@ -96,9 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calibration", nargs="*", default=[], help="calibrate rule outputs")
     parser.add_argument("--report-dir", required=True, help="where summary.csv, index.html, ... go")
     parser.add_argument("--ui-url", default=None, help="the MLflow UI, for links to each run")
+    parser.add_argument("--fits", nargs="*", default=[], help="fits rule outputs")
+    parser.add_argument("--parity", nargs="*", default=[], help="parity rule outputs")
     args = parser.parse_args(argv)
     try:
-        write_report(args.records or args.runs, args.report_dir, args.calibration, args.ui_url)
+        write_report(args.records or args.runs, args.report_dir, args.calibration, args.ui_url,
+                     args.fits, args.parity)  # fmt: skip
     except ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

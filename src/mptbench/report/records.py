@@ -57,3 +57,14 @@ def load_calibrations(paths: list[str | Path]) -> dict[tuple[str, ...], dict[str
         key = (str(data.get("backend") or "tensorflow"), str(data["variant"]), str(data["device"]))
         peaks[key] = data | {"file": str(path)}
     return peaks
+
+
+def load_outputs(paths: list[str | Path], what: str) -> list[dict[str, Any]]:
+    """The fits or parity rules' JSONs, as they are."""
+    found = []
+    for path in paths:
+        data = _read(Path(path), what)
+        if not isinstance(data, dict):
+            raise ReportError(f"{path}: not a {what} (expected a JSON object)")
+        found.append(data)
+    return found

@@ -3,11 +3,13 @@ published numbers, the runs. html.py renders them; nothing here writes HTML."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import pandas as pd
 
 from mptbench.core.links import experiment_link
 from mptbench.core.record import RUNS_TABLE
-from mptbench.plan.layout import GROUP_PLOTS, group_file
+from mptbench.plan.layout import GROUP_PLOTS, LEARNING_PLOT, group_file
 from mptbench.report.breakdown import explain, not_profiled
 from mptbench.report.diagnosis import diagnose
 from mptbench.report.published import (
@@ -131,11 +133,30 @@ def closure_text(explained: dict) -> str | None:
     return f"The measured classes account for {' and '.join(shown)} of the profiled step."
 
 
-def group(key: tuple, rows: pd.DataFrame, breakdown: pd.DataFrame) -> dict:
+@dataclass
+class Extra:
+    """What the report has besides the run records: the fits searches (report/memory.py) and
+    the parity comparisons (report/numerics.py), as sections."""
+
+    fits: dict | None = None
+    learning: list[dict] = field(default_factory=list)
+
+    def of(self, key: tuple) -> dict:
+        title = " · ".join(key)
+        fits = next((g for g in (self.fits or {}).get("groups", []) if g["title"] == title), None)
+        learning = next((g for g in self.learning if g["title"] == title), None)
+        return {"fits": fits, "learning": learning}
+
+
+def group(
+    key: tuple, rows: pd.DataFrame, breakdown: pd.DataFrame, extra: Extra | None = None
+) -> dict:
     """One (model, backend, variant, device): its table, plots, where its time went, its
-    diagnosis."""
+    diagnosis, what fits and whether it still learns."""
     mine = breakdown[(breakdown[GROUP_KEYS] == pd.Series(key, index=GROUP_KEYS)).all(axis=1)]
     return {
+        **(extra or Extra()).of(key),
+        "learning_plot": group_file(key, LEARNING_PLOT),
         **dict(zip(GROUP_KEYS, key, strict=True)),
         "label": device_label(rows.iloc[0]),
         "table": policy_table(rows),
@@ -159,5 +180,7 @@ def backends(summary: pd.DataFrame) -> list[dict]:
     return out
 
 
-def all_groups(summary: pd.DataFrame, breakdown: pd.DataFrame) -> list[dict]:
-    return [group(key, rows, breakdown) for key, rows in groups(summary)]
+def all_groups(
+    summary: pd.DataFrame, breakdown: pd.DataFrame, extra: Extra | None = None
+) -> list[dict]:
+    return [group(key, rows, breakdown, extra) for key, rows in groups(summary)]

@@ -188,6 +188,16 @@ def _speedups(df: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
     return df
 
 
+def _memory_ratio(df: pd.DataFrame) -> pd.DataFrame:
+    """Each cell's peak memory over the baseline's at the same batch size (same group)."""
+    measured = df["peak_memory_mb"].notna() & is_baseline(df)
+    base = df[measured].set_index(CELL_KEYS)["peak_memory_mb"]
+    base = base[~base.index.duplicated()]
+    keys = pd.MultiIndex.from_frame(df[CELL_KEYS])
+    df["memory_vs_baseline"] = df["peak_memory_mb"].to_numpy() / base.reindex(keys).to_numpy()
+    return df
+
+
 def _put(df: pd.DataFrame, i: int, prefix: str, estimate: stats.Estimate) -> None:
     if estimate.low is not None:
         df.at[i, f"{prefix}_ci_low"], df.at[i, f"{prefix}_ci_high"] = estimate.low, estimate.high
@@ -217,6 +227,7 @@ def summarise(
     df["speedup_verdict"] = df["speedup_verdict"].astype(object)
     df["speedup_paired"] = df["speedup_paired"].astype(object)
     df = _speedups(df, records)
+    df = _memory_ratio(df)
     df = df.sort_values([*GROUP_KEYS, "policy", "batch_size"], kind="stable")
     return df[COLUMNS].reset_index(drop=True)
 

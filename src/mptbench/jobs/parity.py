@@ -1,0 +1,156 @@
+"""Does it still learn: a comparison group's policies trained for train.parity_steps steps from
+the same seed and data order as the baseline (engine/parity.py), and the baseline once more from
+another seed, so that "within the baseline's own seed-to-seed spread" is a measured statement.
+
+Each run's end loss is the mean of its last tenth of steps (5 at least). A policy
+- diverged where its loss became non-finite, or it ended above where it started while the
+  baseline did not;
+- follows the baseline where its end differs from the baseline's by no more than the two
+  baseline runs differ from each other;
+- ends higher (or lower) otherwise, by the gap beside that spread.
+Under dynamic loss scaling, the scale's path and the steps skipped for non-finite gradients are
+kept beside. A policy whose run the probe predicts over train.parity_budget_s is left out, with
+why.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+from mptbench.core.files import write_json
+from mptbench.core.jobs import ParityJob, ParityResult, ParityRun, ProbeResult, Run, encode
+from mptbench.jobs.budget import predict
+from mptbench.jobs.launcher import Engine, environment
+
+SPREAD_SEED = 1  # the baseline's second run: its seed is the experiment's plus this
+
+
+def end_loss(losses: list[float | None]) -> float | None:
+    """The mean of the last tenth of the steps (5 at least); None when any loss was not finite."""
+    if not losses or any(v is None for v in losses):
+        return None
+    tail = losses[-max(5, len(losses) // 10) :]
+    return statistics.fmean(tail)
+
+
+def start_loss(losses: list[float | None]) -> float | None:
+    head = [v for v in losses[: max(5, len(losses) // 10)] if v is not None]
+    return statistics.fmean(head) if head else None
+
+
+def verdict(run: ParityRun, baseline: ParityRun, spread: ParityRun | None) -> dict[str, Any]:
+    """One policy's figures against the baseline's, and what they say."""
+    end, base_end = end_loss(run.losses), end_loss(baseline.losses)
+    figures: dict[str, Any] = {
+        "end_loss": end,
+        "start_loss": start_loss(run.losses),
+        "baseline_end_loss": base_end,
+        "skipped_steps": len(run.skipped_steps),
+        "first_nonfinite_step": next((i for i, v in enumerate(run.losses) if v is None), None),
+    }
+    if run.loss_scale:
+        figures |= {"initial_loss_scale": run.initial_loss_scale,
+                    "final_loss_scale": run.loss_scale[-1],
+                    "min_loss_scale": min(run.loss_scale)}  # fmt: skip
+    spread_end = end_loss(spread.losses) if spread else None
+    if base_end is not None and spread_end is not None:
+        figures["seed_spread"] = abs(spread_end - base_end)
+    if run.val_accuracy is not None and baseline.val_accuracy is not None:
+        figures |= {"val_accuracy": run.val_accuracy,
+                    "baseline_val_accuracy": baseline.val_accuracy}  # fmt: skip
+        if spread and spread.val_accuracy is not None:
+            figures["val_accuracy_seed_spread"] = abs(spread.val_accuracy - baseline.val_accuracy)
+    if run.outcome != "ok":
+        return figures | {"verdict": "failed", "why": f"{run.outcome}: {run.reason}"}
+    if end is None:
+        step = figures["first_nonfinite_step"]
+        return figures | {"verdict": "diverged", "why": f"its loss was not finite at step {step}"}
+    base_start = start_loss(baseline.losses)
+    if end > figures["start_loss"] and (base_end is None or base_end <= (base_start or math.inf)):
+        return figures | {
+            "verdict": "diverged",
+            "why": f"its loss rose from {figures['start_loss']:.3f} to {end:.3f} while the "
+            "baseline's fell",
+        }
+    if base_end is None:
+        return figures | {"verdict": "unclear", "why": "the baseline's own loss was not finite"}
+    gap = end - base_end
+    figures["gap"] = gap
+    if "seed_spread" not in figures:
+        return figures | {"verdict": "unclear", "why": "no second baseline run to compare with"}
+    if abs(gap) <= figures["seed_spread"]:
+        within = "within its seed-to-seed spread"
+        return figures | {"verdict": "follows the baseline", "why": within}
+    side = "higher" if gap > 0 else "lower"
+    return figures | {"verdict": f"ends {side}", "why": "beyond its seed-to-seed spread"}
+
+
+def plan(runs: list[Run], steps: int, budget_s: float | None,
+         probes: dict[str, ProbeResult]) -> tuple[list[Run], dict[str, str]]:  # fmt: skip
+    """The runs that fit train.parity_budget_s by their probe's prediction, and why others
+    do not."""
+    kept, left_out = [], {}
+    for run in runs:
+        probe = probes.get(run.policy.name)
+        if budget_s and probe and probe.points:
+            predicted = steps * predict(probe.points, run.cell.batch_size)
+            if predicted > budget_s:
+                left_out[run.policy.name] = (
+                    f"predicted {predicted:.0f} s for train.parity_steps={steps} "
+                    f"> train.parity_budget_s={budget_s}"
+                )
+                continue
+        kept.append(run)
+    return kept, left_out
+
+
+def parity(
+    python: str,
+    runs: list[Run],
+    prepared: str,
+    out: str,
+    steps: int,
+    budget_s: float | None = None,
+    probes: dict[str, ProbeResult] | None = None,
+) -> dict[str, Any]:
+    """Train and compare the group's policies (the baseline first); write the comparison."""
+    base = next(r for r in runs if r.policy.baseline)
+    others = [r for r in runs if not r.policy.baseline]
+    kept, left_out = plan([base, *others], steps, budget_s, probes or {})
+    result: dict[str, Any] = {
+        **{k: v for k, v in encode(base.cell).items() if k != "policy"},
+        "baseline": base.policy.name, "steps": steps, "left_out": left_out, "policies": {},
+    }  # fmt: skip
+    if base not in kept or len(kept) < 2:
+        result["outcome"] = "not run: " + (
+            "; ".join(f"{k}: {v}" for k, v in left_out.items())
+            or "no policy to compare with the baseline"
+        )
+        write_json(out, result)
+        return result
+    seeds = [base.seed] * len(kept) + [base.seed + SPREAD_SEED]
+    job = ParityJob(str(Path(out).with_name(f".{Path(out).name}.out")),
+                    (*kept, base), tuple(seeds), prepared, steps)  # fmt: skip
+    engine = Engine(python, environment(base.variant.env, base.device.name, base.backend.name))
+    finished = engine.launch(job, ParityResult, base.train.memory_limit_mb)
+    if finished.death:
+        result["outcome"] = f"{finished.death[0]}: {finished.death[1]}"
+        write_json(out, result)
+        return result
+    done: ParityResult = finished.result
+    baseline, *mixed, spread = done.runs
+    result["outcome"] = "ok"
+    result["runs"] = [encode(r) for r in done.runs]
+    result["fingerprint"] = done.fingerprint
+    result["policies"] = {r.policy: verdict(r, baseline, spread) for r in mixed}
+    result["policies"][base.policy.name] = {
+        "end_loss": end_loss(baseline.losses), "spread_end_loss": end_loss(spread.losses),
+        "verdict": "baseline",
+    }  # fmt: skip
+    for name, figures in result["policies"].items():
+        print(f"parity, {name}: {figures['verdict']}", flush=True)
+    write_json(out, result)
+    return result

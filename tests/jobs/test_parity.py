@@ -1,0 +1,84 @@
+"""Does it still learn: a policy's end loss against the baseline's and its seed-to-seed spread."""
+
+import json
+import sys
+from dataclasses import replace
+
+import pytest
+from workflow_helpers import smoke_cell_run
+
+from mptbench.core.jobs import ParityRun
+from mptbench.jobs.parity import end_loss, parity, verdict
+
+
+def _run(policy, losses, seed=0, **kw):
+    return ParityRun(policy=policy, seed=seed, losses=losses, **kw)
+
+
+FALLING = [2.0 - i / 100 for i in range(100)]  # 2.00 down to 1.01; the last ten average 1.055
+
+
+def test_the_end_is_the_mean_of_the_last_tenth():
+    assert end_loss(FALLING) == pytest.approx(sum(FALLING[-10:]) / 10)
+    assert end_loss([*FALLING[:-1], None]) is None
+
+
+def test_within_the_baselines_own_spread_it_follows():
+    base, spread = _run("float32", FALLING), _run("float32", [v + 0.05 for v in FALLING], 1)
+    mixed = _run("mixed_float16", [v + 0.02 for v in FALLING], loss_scale=[32768.0] * 100,
+                 initial_loss_scale=32768.0)  # fmt: skip
+    found = verdict(mixed, base, spread)
+    assert found["verdict"] == "follows the baseline"
+    assert abs(found["gap"] - 0.02) < 1e-9 and abs(found["seed_spread"] - 0.05) < 1e-9
+    assert found["skipped_steps"] == 0 and found["final_loss_scale"] == 32768.0
+
+
+def test_beyond_it_the_policy_ends_higher():
+    base, spread = _run("float32", FALLING), _run("float32", [v + 0.01 for v in FALLING], 1)
+    found = verdict(_run("mixed_bfloat16", [v + 0.2 for v in FALLING]), base, spread)
+    assert found["verdict"] == "ends higher" and abs(found["gap"] - 0.2) < 1e-9
+
+
+def test_a_loss_that_stops_being_finite_or_rises_while_the_baselines_falls_diverged():
+    base, spread = _run("float32", FALLING), _run("float32", FALLING, 1)
+    blown = _run("mixed_float16", [*FALLING[:40], None, *FALLING[41:]], skipped_steps=[40])
+    found = verdict(blown, base, spread)
+    assert found["verdict"] == "diverged" and found["first_nonfinite_step"] == 40
+    rising = verdict(_run("mixed_float16", FALLING[::-1]), base, spread)
+    assert rising["verdict"] == "diverged" and "rose" in rising["why"]
+
+
+def _group(policies, **model):
+    runs = []
+    for name in policies:
+        run = smoke_cell_run(policy=name.split(":")[0], batch_size=8)
+        if model:
+            run = replace(run, model=replace(run.model, **model))
+        runs.append(run)
+    return runs
+
+
+@pytest.mark.slow
+def test_a_huge_initial_loss_scale_is_recorded_as_skipped_steps(tmp_path, prepared32):
+    base, mixed = _group(["float32", "mixed_float16"])
+    mixed = replace(mixed, policy=replace(mixed.policy, initial_loss_scale=2.0**40))
+    (tmp_path / "p.json").write_text(json.dumps(prepared32))
+    found = parity(sys.executable, [base, mixed], str(tmp_path / "p.json"),
+                   str(tmp_path / "parity.json"), steps=40)  # fmt: skip
+    figures = found["policies"]["mixed_float16"]
+    # 2**40 overflows float16's gradients: skipped, the scale halved each time, until it fits.
+    assert figures["initial_loss_scale"] == 2.0**40
+    assert figures["skipped_steps"] >= 5 and figures["min_loss_scale"] < 2.0**40
+    run = next(r for r in found["runs"] if r["policy"] == "mixed_float16")
+    assert run["loss_scale"][run["skipped_steps"][0]] < 2.0**40
+    assert found["policies"]["float32"]["verdict"] == "baseline"
+
+
+@pytest.mark.slow
+def test_a_learning_rate_that_overflows_float16_is_reported_as_diverging(tmp_path, prepared32):
+    runs = _group(["float32", "mixed_float16"], optimizer="sgd", learning_rate=1e4)
+    (tmp_path / "p.json").write_text(json.dumps(prepared32))
+    found = parity(sys.executable, runs, str(tmp_path / "p.json"), str(tmp_path / "parity.json"),
+                   steps=30)  # fmt: skip
+    figures = found["policies"]["mixed_float16"]
+    assert figures["verdict"] == "diverged", figures

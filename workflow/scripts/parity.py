@@ -1,0 +1,23 @@
+"""Does it still learn: a comparison group's policies from one seed and data order, the baseline
+from a second seed, their losses compared."""
+
+from _job import run
+
+from mptbench.core.files import read_json
+from mptbench.core.jobs import ProbeResult, Run, decode
+from mptbench.jobs.environment import interpreter
+from mptbench.jobs.parity import parity
+
+
+def work():
+    python, installed = interpreter(snakemake.input.env)
+    probes = [decode(ProbeResult, read_json(p)) for p in snakemake.input.probes]
+    settings = snakemake.params.settings
+    parity(
+        python, [decode(Run, r).installed(installed) for r in snakemake.params.runs],
+        snakemake.input.prepared, snakemake.output[0], settings["steps"], settings["budget_s"],
+        {p.policy: p for p in probes},
+    )  # fmt: skip
+
+
+run(snakemake, work)

@@ -23,8 +23,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 WORK = ROOT / "bench" / ".work" / "fits"
 
 
-def _targets(folder: Path, name: str, args) -> list[str]:
-    """The fits and parity files of the experiment, from a dry run's plan."""
+def _targets(name: str, args) -> list[str]:
+    """The fits and parity files of the experiment (layout.FITS and layout.PARITY)."""
     results = f"results/{name}"
     cell = "seed_convnet/tensorflow/pypi/cpu"
     fits = [f"{results}/fits/{cell}/{policy}.json" for policy in args.policies]
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     config = "overrides=[" + ",".join(f'"{o}"' for o in overrides) + "]"
     exe = Path(sys.executable).with_name("snakemake")
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    targets = _targets(folder, name, args)
+    targets = _targets(name, args)
     # Their inputs first (the data, the environment, the probes): not what is measured here.
     subprocess.run([str(exe), "--cores", "2", "--until", "probe", "--config",
                     "experiment=smoke", config], cwd=folder, env=env, check=True,

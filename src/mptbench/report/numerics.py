@@ -5,14 +5,11 @@ per policy and batch size, each citing its figures; a plot of the loss curves pe
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
-import matplotlib
 import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from mptbench.report.plots import plt, png
 
 GROUP = ("model", "backend", "variant", "device")
 # summary.csv's parity columns and the figure each comes from.
@@ -109,10 +106,7 @@ def learning_figure(found: list[dict], title: str) -> bytes:
         ax.legend(fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
+    return png(fig)
 
 
 def parity_columns(summary: pd.DataFrame, parity: list[dict]) -> pd.DataFrame:

@@ -103,10 +103,11 @@ def _figure(panels: list[tuple[str, pd.DataFrame]], title: str) -> bytes:
         ax.axis("off")
     fig.suptitle(title)
     fig.tight_layout()
-    return _png(fig)
+    return png(fig)
 
 
-def _png(fig) -> bytes:
+def png(fig) -> bytes:
+    """A figure as PNG bytes; the figure is closed."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
@@ -118,7 +119,7 @@ def ms_per_step_figure(rows: pd.DataFrame, title: str) -> bytes:
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     _panel(ax, title, rows)
     fig.tight_layout()
-    return _png(fig)
+    return png(fig)
 
 
 def _speedup_lines(ax, rows: pd.DataFrame) -> None:
@@ -157,7 +158,7 @@ def speedup_figure(rows: pd.DataFrame, published: pd.DataFrame, title: str) -> b
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    return _png(fig)
+    return png(fig)
 
 
 def tflops_figure(rows: pd.DataFrame, title: str) -> bytes:
@@ -183,7 +184,7 @@ def tflops_figure(rows: pd.DataFrame, title: str) -> bytes:
     if not ok.empty:
         ax.legend(fontsize=7)
     fig.tight_layout()
-    return _png(fig)
+    return png(fig)
 
 
 def _stacked_bars(ax, cells: pd.DataFrame, label: str) -> None:
@@ -229,7 +230,7 @@ def breakdown_figure(cells: pd.DataFrame, title: str) -> bytes:
         _stacked_bars(ax, cells, title)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
-    return _png(fig)
+    return png(fig)
 
 
 def render_plots(

@@ -61,6 +61,21 @@ def test_a_first_timed_step_over_the_limit_stops_there_and_is_kept():
     assert clock.over_budget == 2.5 and clock.step_seconds == [2.5]
 
 
+def test_warm_up_ends_after_one_step_at_least_once_it_took_warmup_seconds():
+    time = FakeTime()
+    slow = StepClock(3, 10, 2, None, warmup_seconds=10.0, now=time)
+    _run(slow, time, [12.0, 9.0, 9.0])  # the first step compiled for 12 s: warm-up is over
+    assert slow.warmup_seconds == [12.0] and slow.step_seconds == [9.0, 9.0]
+    time = FakeTime()
+    fast = StepClock(3, 10, 2, None, warmup_seconds=10.0, now=time)
+    _run(fast, time, [4.0, 5.0, 2.0, 2.0, 2.0])  # 9 s after two steps: the third is warm-up
+    assert fast.warmup_seconds == [4.0, 5.0, 2.0] and fast.step_seconds == [2.0, 2.0]
+    time = FakeTime()
+    none = StepClock(2, 10, 2, None, warmup_seconds=0.001, now=time)
+    _run(none, time, [5.0, 1.0, 1.0])  # never fewer than one warm-up step
+    assert none.warmup_seconds == [5.0] and len(none.step_seconds) == 2
+
+
 def test_nonfinite_loss_stops_at_once():
     time = FakeTime()
     clock = StepClock(0, 10, 1, None, now=time)

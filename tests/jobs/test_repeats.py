@@ -4,11 +4,14 @@ for; a death blamed on the arm whose turn it was."""
 import math
 from dataclasses import replace
 
+import pytest
 from workflow_helpers import smoke_cell_run
 
 from mptbench.core.jobs import ArmResult, RepeatResult
 from mptbench.core.policies import Policy
-from mptbench.jobs.repeats import measure, speedups
+from mptbench.core.stats import half_width_after
+from mptbench.jobs.group import _why_no_more
+from mptbench.jobs.repeats import futile, measure, speedups
 from mptbench.jobs.trainer import Death
 
 
@@ -48,10 +51,24 @@ def test_a_tight_first_stage_stops_at_the_repeats():
 
 
 def test_a_spread_first_stage_asks_for_more_processes_up_to_the_most():
-    runs = _runs("a", "b", repeats=3, max_repeats=5, precision=0.01)
-    trainer = Trainer([_process(1.0, 0.95), _process(1.0, 1.05), _process(1.0, 1.0)] * 2)
+    # ±3% from process to process: ±7.4% after 3, Stein wants 19 for ±3%; 5 give ±5.7%.
+    runs = _runs("a", "b", repeats=3, max_repeats=5, precision=0.03)
+    trainer = Trainer([_process(1.0, 0.97), _process(1.0, 1.03), _process(1.0, 1.0)] * 2)
     measured = measure(trainer, "p.json", runs)
     assert measured.repeats == 5  # Stein's plan wanted more than 5: capped
+
+
+def test_no_more_processes_where_even_the_most_would_stay_far_wider_than_asked():
+    """±6% from process to process: 5 processes would still leave ±12%, over twice the 3%
+    asked, so the first stage's interval is the answer and the group says why."""
+    runs = _runs("a", "b", repeats=3, max_repeats=5, precision=0.03)
+    trainer = Trainer([_process(1.0, 0.94), _process(1.0, 1.06), _process(1.0, 1.0)] * 2)
+    measured = measure(trainer, "p.json", runs)
+    assert measured.repeats == 3 and len(trainer.calls) == 3
+    first = speedups(measured.results, runs, 3)["b"]
+    assert futile(first, 0.03, 5) and not futile(first, 0.07, 5)
+    assert half_width_after(first, 5) == pytest.approx(0.12, abs=0.01)
+    assert "no more were run" in _why_no_more(first, first, runs[0].train)
 
 
 def test_a_first_stage_that_settled_its_verdict_asks_for_no_more_however_wide():

@@ -129,6 +129,7 @@ class TrainConfig:
     epochs: int
     steps_per_epoch: int | None
     warmup_steps: int
+    warmup_seconds: float | None
     warmup_epochs: int
     timed_steps: int | None
     min_timed_steps: int

@@ -170,6 +170,15 @@ def processes_for(first_stage: Estimate, precision: float, most: int) -> int:
     return max(first_stage.n, min(most, needed))
 
 
+def half_width_after(first_stage: Estimate, n: int) -> float | None:
+    """The half-width (relative, as Estimate.half_width) a Stein interval would have after `n`
+    processes in all: the first stage's spread and degrees of freedom over sqrt(n)."""
+    if first_stage.log_se is None:
+        return None
+    sd = first_stage.log_se * math.sqrt(first_stage.n)
+    return replace(first_stage, n=n, log_se=sd / math.sqrt(n), df=first_stage.n - 1).half_width
+
+
 def input_bound_most(step_s: float, input_s: float) -> float:
     """The most a step can be over its synthetic twin's when the input pipeline alone takes
     `input_s` per batch (the larger of its wall and CPU time): all of it added to the step,

@@ -53,6 +53,7 @@ def _clock(run: Run) -> timing.StepClock:
         train.time_budget_s / train.repeats if train.time_budget_s else None,
         train.warmup_epochs,
         step_limit_s=train.max_step_seconds,
+        warmup_seconds=train.warmup_seconds,
     )
 
 

@@ -24,7 +24,7 @@ from mptbench.core.outcomes import first_line
 from mptbench.jobs.budget import assess
 from mptbench.jobs.combine import attach_breakdown, combine, model_figures
 from mptbench.jobs.fits import cell_memory
-from mptbench.jobs.repeats import measure, settled, speedups
+from mptbench.jobs.repeats import FUTILE, futile, measure, settled, speedups
 from mptbench.jobs.tracking import CellRun, NoRun
 from mptbench.jobs.trainer import Trainer
 
@@ -166,18 +166,25 @@ def _measure(trainer: Trainer, prepared: str, records: dict[str, dict]) -> set[s
         width = found[name].half_width if name in found else None
         if train.precision and width and width > train.precision:
             # Said where a reader looks for why timing stopped: no verdict-free number.
-            why = (
-                f"its verdict ({stats.verdict(found[name])}) was settled by the first "
-                f"{train.repeats}"
-                if settled(first[name])
-                else f"wider than train.precision={train.precision} "
-                f"(train.max_repeats={train.max_repeats})"
-            )
+            why = _why_no_more(first[name], found[name], train)
             record["stopped_by"] = (
                 f"{record.get('stopped_by')}; speedup ±{100 * width:.1f}% after "
                 f"{found[name].n} processes, {why}"
             )
     return set(measured.deaths)
+
+
+def _why_no_more(first: stats.Estimate, found: stats.Estimate, train) -> str:
+    """Why a speedup wider than train.precision got no more processes."""
+    if settled(first):
+        return f"its verdict ({stats.verdict(found)}) was settled by the first {train.repeats}"
+    if found.n == first.n and futile(first, train.precision, train.max_repeats):
+        after = stats.half_width_after(first, train.max_repeats)
+        return (
+            f"no more were run: their spread says train.max_repeats={train.max_repeats} would "
+            f"still leave ±{100 * after:.1f}%, over {FUTILE:g}x train.precision={train.precision}"
+        )
+    return f"wider than train.precision={train.precision} (train.max_repeats={train.max_repeats})"
 
 
 def _first_stage(results: dict[str, list], repeats: int) -> dict[str, list]:

@@ -1,7 +1,7 @@
 """How many processes a comparison group is timed in: train.repeats first; then, where a
-speedup's interval from those would be wider than ±train.precision and its verdict is not
-settled yet, as many more as their spread asks for (Stein's two-stage procedure:
-core/stats.py), up to train.max_repeats. A
+speedup's interval from those would be wider than ±train.precision, its verdict is not
+settled yet and more processes could bring it near that precision, as many more as their
+spread asks for (Stein's two-stage procedure: core/stats.py), up to train.max_repeats. A
 trainer that dies is blamed on the arm whose turn it was (the engine's progress file says),
 and the group goes on without it."""
 
@@ -48,9 +48,12 @@ def planned(results: dict[str, list[ArmResult]], runs: list[Run], active: list[R
     """The processes in all the group needs, from its first stage: each speedup still being
     timed to ±train.precision, unless its first stage has settled its verdict already (its 99%
     interval wholly on one side of 1, the change beyond the noise threshold): more processes
-    would only narrow an interval whose direction is known. bench_coverage.py holds the
-    intervals' coverage with this rule. A group without a baseline, or precision
-    null, needs no more than train.repeats."""
+    would only narrow an interval whose direction is known; or unless its spread says that
+    even train.max_repeats processes would leave it wider than FUTILE x precision (`futile`):
+    they would cost minutes and still not answer to the precision asked. Both rules read the
+    first stage's spread or a stricter interval, never stop on a verdict at 95%:
+    bench_coverage.py holds the intervals' coverage with them. A group without a baseline, or
+    precision null, needs no more than train.repeats."""
     train = runs[0].train
     names = {r.policy.name for r in active if not r.policy.baseline}
     if train.precision is None or not names or len(names) == len(active):
@@ -62,7 +65,8 @@ def planned(results: dict[str, list[ArmResult]], runs: list[Run], active: list[R
             if name in found
             else train.max_repeats
             for name in names
-            if name not in found or not settled(found[name])
+            if name not in found
+            or not (settled(found[name]) or futile(found[name], train.precision, train.max_repeats))
         ),
         default=train.repeats,
     )
@@ -78,6 +82,23 @@ SETTLE_CONFIDENCE = 0.99
 def settled(first_stage: stats.Estimate) -> bool:
     """A first stage whose verdict is faster or slower even at SETTLE_CONFIDENCE."""
     return stats.verdict(first_stage.at(SETTLE_CONFIDENCE)) in ("faster", "slower")
+
+
+# More processes are worth their minutes only where they could bring the interval near the
+# precision asked: within twice of it at train.max_repeats (with the default 3% and 5
+# processes: a first stage of 3 wider than about ±7.7%). The choice reads the first stage's
+# spread only, which under normal noise says nothing of its mean, so stopping on it cannot
+# make an interval cover less (bench_coverage.py). The default grid's 512-image steps (10-16 s
+# on 2 cores) spread that much from one process to the next: two more processes took 6 min
+# there and left the speedup ±20%.
+FUTILE = 2.0
+
+
+def futile(first_stage: stats.Estimate, precision: float, most: int) -> bool:
+    """A first stage whose spread says even `most` processes would leave the speedup's
+    interval wider than FUTILE x precision."""
+    after = stats.half_width_after(first_stage, most)
+    return after is not None and after > FUTILE * precision
 
 
 def measure(trainer: Trainer, prepared: str, runs: list[Run]) -> Measured:

@@ -21,7 +21,8 @@ class StepClock:
     in steps (a block that starts inside it is warm-up), and ends sooner, after one step at
     least, once it has taken `warmup_seconds`: the first step compiles, and a step that long
     has settled by its end (on the default grid the second warm-up step of every cell whose
-    first took 10 s or more was 0.91-1.31x, median 1.06x, its process's timed median).
+    first took 10 s or more was 0.91-1.31x, median 1.03x, its process's timed median,
+    over 19 processes; one step of the three or more whose median is taken).
     Framework-free: the Keras callback (`make_step_timer`) feeds it.
     """
 

@@ -41,7 +41,9 @@ def compose(policy: str, batch_size: int, args) -> dict:
     overrides = [f"dataset.image_size={args.image_size}", f"train.max_step_seconds={args.limit}",
                  "train.validate=false", "train.synthetic_twin=false"]  # fmt: skip
     cfg = compose_config(ROOT / "conf", None, overrides)
-    return run_config(cfg, Cell("seed_convnet", "tensorflow", "pypi", "cpu", policy, batch_size))
+    return run_config(
+        cfg, Cell("local", "seed_convnet", "tensorflow", "pypi", "cpu", policy, batch_size)
+    )
 
 
 def measure(policy: str, batch_sizes: list[int], prepared: dict, args) -> list[dict]:

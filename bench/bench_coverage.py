@@ -146,7 +146,9 @@ class SimulatedTrainer:
 def runs_for(policies: list[str]) -> list[Run]:
     """The default train settings (conf/train/benchmark.yaml), for a group of policies."""
     cfg = compose_config(ROOT / "conf", None, ["policy=[float32]"])
-    base = run_config(cfg, Cell("seed_convnet", "tensorflow", "pypi", "cpu", "float32", 32))
+    base = run_config(
+        cfg, Cell("local", "seed_convnet", "tensorflow", "pypi", "cpu", "float32", 32)
+    )
     return [
         replace(base, policy=Policy(name, "float32", baseline=i == 0))
         for i, name in enumerate(policies)

@@ -25,8 +25,10 @@ WORK = ROOT / "bench" / ".work" / "fits"
 
 def _targets(name: str, args) -> list[str]:
     """The fits and parity files of the experiment (layout.FITS and layout.PARITY)."""
+    from mptbench.core.hardware import machine_id
+
     results = f"results/{name}"
-    cell = "seed_convnet/tensorflow/pypi/cpu"
+    cell = f"{machine_id()}/seed_convnet/tensorflow/pypi/cpu"
     fits = [f"{results}/fits/{cell}/{policy}.json" for policy in args.policies]
     parity = [f"{results}/parity/{cell}/bs{b}.json" for b in args.batch_sizes]
     return fits + (parity if len(args.policies) > 1 else [])

@@ -12,7 +12,8 @@ within --budget-s. It writes run records and the calibration in the workflow's l
 
     python bench/bench_gpu.py                  # on the GPU machine: about 8 minutes
     python bench/bench_gpu.py --quick          # a CPU check of the script: small, ~3 minutes
-    python -m mptbench.report.aggregate --runs OUT/runs --calibration OUT/calibration/*/*/*/*.json \
+    python -m mptbench.report.aggregate --runs OUT/runs \
+        --calibration OUT/calibration/*/*/*/*/*.json \
         --report-dir OUT/report                # anywhere with pandas and matplotlib
 
 and prints ms/step with its 95% interval, the speedup over float32 with its interval, and MFU
@@ -91,7 +92,7 @@ def calibrate(cfg: dict, args, out: Path) -> dict | None:
     key = layout.calibration_key(
         cfg["variant"]["pypi"], settings["calibrate"], settings.get("tf32")
     )
-    path = out / "calibration" / "jax" / "pypi" / args.device / f"{key}.json"
+    path = out / "calibration" / "local" / "jax" / "pypi" / args.device / f"{key}.json"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         variant = decode(VariantConfig, cfg["variant"]["pypi"] | {"name": "pypi"})
@@ -144,7 +145,7 @@ def grid(args, out: Path, deadline: float) -> list[dict]:
         info = model_info(cfg, out)
         out_of_memory: set[str] = set()
         for batch_size in args.batch_sizes:
-            cells = [Cell(model, "jax", "pypi", args.device, policy, batch_size)
+            cells = [Cell("local", model, "jax", "pypi", args.device, policy, batch_size)
                      for policy in POLICIES if policy not in out_of_memory]  # fmt: skip
             if time.monotonic() > deadline:
                 rows += [{"cell": c, "outcome": "not run", "reason": "--budget-s spent"}

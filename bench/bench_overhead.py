@@ -113,7 +113,10 @@ def compose_run(args: argparse.Namespace):
     ]
     cfg = compose_config(ROOT / "conf", "smoke", overrides)
     return run_config(
-        cfg, Cell("seed_convnet", "tensorflow", "pypi", args.device, args.policy, args.batch_size)
+        cfg,
+        Cell(
+            "local", "seed_convnet", "tensorflow", "pypi", args.device, args.policy, args.batch_size
+        ),
     )
 
 

@@ -67,7 +67,7 @@ def run_cell(pair: list[str], args, prepared: Path, tracking: Path, tag: str) ->
                  "train.max_step_seconds=null", "tracking.system_metrics=false"]  # fmt: skip
     cfg = compose_config(ROOT / "conf", "smoke", overrides)
     run = run_config(
-        cfg, Cell("seed_convnet", "tensorflow", "pypi", "cpu", "float32", args.batch_size)
+        cfg, Cell("local", "seed_convnet", "tensorflow", "pypi", "cpu", "float32", args.batch_size)
     )
     run_file, record = WORK / f"run-{tag}.json", WORK / f"record-{tag}.json"
     run_file.write_text(json.dumps(encode(run)))

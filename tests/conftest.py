@@ -63,7 +63,8 @@ def tf():
 # (--no-loadscope-reorder keeps this order) and the short ones fill in around them. Files that
 # only read the smoke run share it with every worker (smoke_run).
 LONGEST_FIRST = ("test_faults.py", "test_slurm.py", "test_smoke_backends.py", "test_workflow.py",
-                 "test_variants.py", "test_browser.py", "test_fits.py")  # fmt: skip
+                 "test_variants.py", "test_browser.py", "test_fits.py",
+                 "test_machines.py")  # fmt: skip
 
 
 def pytest_collection_modifyitems(items):

@@ -139,6 +139,9 @@ class SlurmCluster:
         self.fake_gpu = fake_gpu
         self.log = log
         self.node = socket.gethostname().split(".")[0]  # what `hostname -s` prints
+        # The node's one feature: a kind of node a job can ask for (sbatch -C), as a cluster's
+        # GPU types are.
+        self.feature = "mptbench_kind_a"
         self.hardware: dict[str, str] = {}
         self.ctld_pid = self.workdir / "slurmctld.pid"
         self.slurmd_pid = self.workdir / "slurmd.pid"
@@ -231,7 +234,7 @@ class SlurmCluster:
                 "SchedulerType=sched/backfill",
                 # GPUs are a known resource; the node has one only with fake_gpu.
                 "GresTypes=gpu",
-                f"NodeName={self.node} NodeAddr=127.0.0.1 {hw}"
+                f"NodeName={self.node} NodeAddr=127.0.0.1 {hw} Feature={self.feature}"
                 + (" Gres=gpu:1" if self.fake_gpu else "")
                 + " State=UNKNOWN",
                 f"PartitionName={self.partition} Nodes={self.node} Default=YES"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from mlflow_server import MlflowServer
+from workflow_helpers import MACHINE
 
 pytestmark = [pytest.mark.slow, pytest.mark.workflow]
 CHROMIUM_ARGS = [
@@ -111,11 +112,11 @@ def test_the_mlflow_ui_shows_the_sweep_with_its_cells(
               "?workflowType=machine_learning")  # fmt: skip
     sweep = page.locator("[role='row']", has_text="smoke (sweep)")
     sweep.first.wait_for(timeout=60_000)
-    assert page.get_by_text("smoke:seed_convnet/").count() == 0  # the cells sit under the sweep
+    assert page.get_by_text(f"smoke:{MACHINE}/").count() == 0  # the cells sit under the sweep
     sweep.locator("button[data-component-id*='runnamecellrenderer']").first.click()
-    first = "smoke:seed_convnet/tensorflow/pypi/cpu/float32/bs4"
+    first = f"smoke:{MACHINE}/seed_convnet/tensorflow/pypi/cpu/float32/bs4"
     page.get_by_text(first).first.wait_for(timeout=60_000)
-    assert page.get_by_text("smoke:seed_convnet/tensorflow/pypi/cpu/").count() == 4
+    assert page.get_by_text(f"smoke:{MACHINE}/seed_convnet/tensorflow/pypi/cpu/").count() == 4
     assert page.get_by_text("imagenette2-320-smoke-32px").count() == 4  # the dataset column
     page.screenshot(path=str(screenshots / "mlflow_experiment.png"), full_page=True)
     page.goto(

@@ -134,10 +134,33 @@ def test_smoke_logs_one_finished_mlflow_run_per_cell(smoke):
     assert len(runs) == 5 and {status for _, status in runs} == {"FINISHED"}  # 4 cells, 1 sweep
 
 
+def test_each_target_runs_on_the_nodes_of_its_feature(smoke, cluster):
+    """sweep.targets as a grid axis: the target whose constraint is the node's feature runs
+    there (its records say so); the other's kind of node does not exist here, and SLURM
+    refuses its jobs with its own reason."""
+    checkout, _ = smoke
+    targets = (f"sweep.targets={{here: {{constraint: {cluster.feature}}}, "
+               "elsewhere: {constraint: mptbench_kind_b}}")  # fmt: skip
+    overrides = ('overrides=["name=smoke_targets","policy=[float32]","sweep.batch_sizes=[8]",'
+                 '"train.repeats=1","train.max_repeats=1","sweep.fit_search=false",'
+                 f'"train.parity_steps=0","{targets}"]')  # fmt: skip
+    done = _snakemake_slurm(checkout, cluster, "experiment=smoke", overrides, timeout=300)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output[-3000:]  # the other target's jobs cannot be placed
+    here = sorted((checkout / "results/smoke_targets/runs/here").rglob("*.json"))
+    assert [p.name for p in here] == ["bs8.json"], output[-3000:]
+    record = json.loads(here[0].read_text())
+    assert record["machine"] == "here" and record["fingerprint"]["slurm_job_id"]
+    assert record["hardware"]["host"].split(".")[0] == cluster.node
+    assert "-C mptbench_kind_b" in output  # the refused call, as the plugin reports it
+    assert "SLURM sbatch failed" in output
+    assert not (checkout / "results/smoke_targets/runs/elsewhere").exists()
+
+
 def test_gpu_request_on_a_node_without_gpus_fails_with_slurms_reason(smoke, cluster):
     checkout, _ = smoke
     overrides = 'overrides=["sweep.devices=[gpu0]","device.check_present=false","name=smoke_gpu",'
-    overrides += '"backend=[tensorflow]"]'
+    overrides += '"backend=[tensorflow]","sweep.machine=gpu-nodes"]'
     done = _snakemake_slurm(checkout, cluster, "experiment=smoke", overrides, timeout=180)
     output = done.stdout + done.stderr
     assert done.returncode != 0, output[-3000:]

@@ -5,7 +5,7 @@ test_workflow.py's runs)."""
 import mlflow
 import pandas as pd
 import pytest
-from workflow_helpers import every_cell_has_an_mfu, snakemake, warm_copy
+from workflow_helpers import MACHINE, every_cell_has_an_mfu, snakemake, warm_copy
 
 pytestmark = [pytest.mark.slow, pytest.mark.workflow]
 
@@ -54,7 +54,8 @@ def test_two_models_on_two_backends_are_compared_side_by_side(backends_run):
     assert table.count('<td class="text">tensorflow</td>') == 1
     # Profiles are read from TensorFlow's profiler; a JAX cell says why it has none.
     assert set(pd.read_csv(report / "breakdown.csv")["backend"]) == {"tensorflow"}
-    section = html.split('<section id="seed_convnet-jax-pypi-cpu">', 1)[1].split("</section>")[0]
+    section = html.split(f'<section id="{MACHINE}-seed_convnet-jax-pypi-cpu">', 1)[1]
+    section = section.split("</section>")[0]
     assert (
         "Not profiled: float32 at batch 4 of seed_convnet on jax · pypi · cpu (op-level "
         "profiles are read for the tensorflow backend only, not jax)"

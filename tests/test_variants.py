@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 import pytest
-from workflow_helpers import job_counts, snakemake, warm_copy
+from workflow_helpers import MACHINE, job_counts, snakemake, warm_copy
 
 pytestmark = [pytest.mark.slow, pytest.mark.workflow]
 
@@ -23,7 +23,8 @@ def test_variants_run_side_by_side_with_their_own_settings(tmp_path_factory, war
     assert dry.returncode == 0, dry.stderr[-3000:]
     out = dry.stdout + dry.stderr
     assert out.count("variant pypi_onednn runs on tensorflow only: no jax cells with it") == 1
-    cells = {word.split("/runs/", 1)[1].split("/cpu/")[0] for word in out.replace(",", " ").split()
+    cells = {word.split(f"/runs/{MACHINE}/", 1)[1].split("/cpu/")[0]
+             for word in out.replace(",", " ").split()
              if "/runs/" in word and word.endswith("bs8.json")}  # fmt: skip
     assert cells == {
         "seed_convnet/jax/pypi", "mobilenet_v2/jax/pypi", "seed_convnet/tensorflow/pypi",
@@ -46,7 +47,8 @@ def test_variants_run_side_by_side_with_their_own_settings(tmp_path_factory, war
     record = json.loads(
         (
             smoke
-            / "results/smoke_variants/runs/seed_convnet/tensorflow/pypi_onednn/cpu/float32/bs8.json"
+            / f"results/smoke_variants/runs/{MACHINE}"
+            / "seed_convnet/tensorflow/pypi_onednn/cpu/float32/bs8.json"
         ).read_text()
     )
     assert record["config"]["variant"]["env"] == {"TF_ENABLE_ONEDNN_OPTS": "1"}

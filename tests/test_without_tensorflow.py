@@ -67,7 +67,7 @@ def test_a_jax_cell_on_synthetic_data_runs_with_tensorflow_hidden(
             "policy=[float32,mixed_bfloat16]",
         ],
     )
-    run = run_config(cfg, Cell("seed_convnet", "jax", "pypi", "cpu", "mixed_bfloat16", 8))
+    run = run_config(cfg, Cell("local", "seed_convnet", "jax", "pypi", "cpu", "mixed_bfloat16", 8))
     run = replace(
         run,
         train=replace(

@@ -14,6 +14,7 @@ import mlflow
 import pandas as pd
 import pytest
 from workflow_helpers import (
+    MACHINE,
     active_runs,
     copy_workflow,
     every_cell_has_an_mfu,
@@ -112,14 +113,14 @@ def test_smoke_cells_are_profiled_in_every_repeat_and_their_classes_close(smoke)
     assert len(list(cells)) == 4
     assert len(profiles) == 2 * len(summary)  # the raw profiles, for TensorBoard/XProf
     html = (report / "index.html").read_text()
-    section = html.split('<section id="seed_convnet-tensorflow-pypi-cpu">', 1)[1]
+    section = html.split(f'<section id="{MACHINE}-seed_convnet-tensorflow-pypi-cpu">', 1)[1]
     where = section.split("</section>", 1)[0].split("<h3>Where the time went</h3>", 1)[1]
     assert "mixed_float16 vs float32 at batch 8" in where
     assert "; net " in where and "(speedup_vs_baseline)" in where
     for row in ("unattributed", "profiled step", "timed step (no profiler)", "background input"):
         assert f"<td>{row}" in where or f">{row}" in where, row
     assert "The measured classes account for" in where and "host overhead" not in html
-    assert '<img src="seed_convnet/tensorflow/pypi/cpu/breakdown.png"' in section
+    assert f'<img src="{MACHINE}/seed_convnet/tensorflow/pypi/cpu/breakdown.png"' in section
     assert "Not profiled" not in where
 
 
@@ -131,7 +132,7 @@ def test_every_cell_has_its_peak_memory_and_the_report_says_what_fits(smoke):
     assert (summary["fits_at_batch"]).all() and set(summary["largest_fit_batch"]) == {8}
     mixed = summary[summary["policy"] == "mixed_float16"]
     assert mixed["memory_vs_baseline"].between(0.3, 3).all()
-    fits = json.loads((smoke / "results/smoke/fits/seed_convnet/tensorflow/pypi/cpu/"
+    fits = json.loads((smoke / f"results/smoke/fits/{MACHINE}/seed_convnet/tensorflow/pypi/cpu/"
                        "mixed_float16.json").read_text())  # fmt: skip
     assert [t["batch_size"] for t in fits["tries"]] == [4, 8]  # the grid's, up to its largest
     assert fits["stopped_by"] == "every batch up to the cap fit (sweep.max_batch=8)"
@@ -145,8 +146,8 @@ def test_every_cell_has_its_peak_memory_and_the_report_says_what_fits(smoke):
 
 
 def test_the_report_says_whether_each_policy_still_learns(smoke):
-    parity = json.loads((smoke / "results/smoke/parity/seed_convnet/tensorflow/pypi/cpu/"
-                         "bs8.json").read_text())  # fmt: skip
+    parity = json.loads((smoke / f"results/smoke/parity/{MACHINE}/seed_convnet/tensorflow/pypi/"
+                         "cpu/bs8.json").read_text())  # fmt: skip
     assert parity["outcome"] == "ok" and parity["steps"] == 50
     runs = {(r["policy"], r["seed"]): r for r in parity["runs"]}
     assert set(runs) == {("float32", 0), ("mixed_float16", 0), ("float32", 1)}
@@ -169,12 +170,12 @@ def test_the_report_says_whether_each_policy_still_learns(smoke):
     assert summary.loc[("mixed_float16", 8), "parity_seed_spread"] == pytest.approx(
         figures["seed_spread"]
     )
-    plot = smoke / "results/smoke/report/seed_convnet/tensorflow/pypi/cpu/learning.png"
+    plot = smoke / f"results/smoke/report/{MACHINE}/seed_convnet/tensorflow/pypi/cpu/learning.png"
     assert plot.read_bytes().startswith(b"\x89PNG")
 
 
 def test_each_device_has_its_own_plots_table_and_diagnosis(smoke):
-    group = smoke / "results/smoke/report/seed_convnet/tensorflow/pypi/cpu"
+    group = smoke / f"results/smoke/report/{MACHINE}/seed_convnet/tensorflow/pypi/cpu"
     for name in ("ms_per_step.png", "speedup.png", "tflops.png", "breakdown.png"):
         assert (group / name).read_bytes().startswith(b"\x89PNG"), name
     table = pd.read_csv(group / "table.csv")
@@ -277,7 +278,8 @@ def test_config_keys_as_people_type_them(checkout):
     assert dry.returncode == 0, dry.stderr[-3000:]
     out = dry.stdout + dry.stderr
     assert job_counts(out)["train"] == 3  # a group per batch size, both policies in each
-    assert "results/plain/runs/mobilenet_v2/tensorflow/pypi/cpu/mixed_bfloat16/bs16.json" in out
+    cell = "mobilenet_v2/tensorflow/pypi/cpu/mixed_bfloat16/bs16"
+    assert f"results/plain/runs/{MACHINE}/{cell}.json" in out
     typo = snakemake(checkout, "-n", "--config", "experiment=smoke", "sweep={batch_size: [4]}")
     assert typo.returncode != 0
     lines = (typo.stdout + typo.stderr).splitlines()
@@ -341,7 +343,7 @@ def test_policies_added_by_override_alone_get_their_dtype_and_a_renamed_baseline
                                                            "no measurable difference")  # fmt: skip
     # Its own calibration: the smoke grid's models timed at its largest batch, 4.
     row = summary.loc["bf16_copy"]
-    assert row["calibration"].startswith("results/calibration/tensorflow/pypi/cpu/")
+    assert row["calibration"].startswith(f"results/calibration/{MACHINE}/tensorflow/pypi/cpu/")
     calibration = json.loads((smoke / row["calibration"]).read_text())
     assert calibration["model_batch"] == 4
     # Its convolution FLOPs at the bfloat16 conv peak, its dense FLOPs at the matmul peak.

@@ -14,11 +14,14 @@ from pathlib import Path
 
 import psutil
 
+from mptbench.core.hardware import machine_id
 from mptbench.core.jobs import RepeatJob
 from mptbench.plan import Cell, compose_config, run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ("Snakefile", "conf", "workflow", "src", "profiles", "envs")
+# This machine's id: the first part of every cell's paths (results/<experiment>/runs/<machine>/).
+MACHINE = machine_id()
 # One cell, timed once, no probe, no profile: for tests of the pipeline, not of the timing. At
 # the smoke's largest batch, so the smoke run's calibration serves it (warm_copy).
 ONE_CELL = ["model=[seed_convnet]", "backend=[tensorflow]", "policy=[float32]",
@@ -30,7 +33,7 @@ ONE_CELL = ["model=[seed_convnet]", "backend=[tensorflow]", "policy=[float32]",
 def smoke_cell_run(policy="float32", batch_size=8, model="seed_convnet", **train):
     """The Run of a smoke cell on TensorFlow, with train settings changed."""
     cfg = compose_config(ROOT / "conf", "smoke")
-    run = run_config(cfg, Cell(model, "tensorflow", "pypi", "cpu", policy, batch_size))
+    run = run_config(cfg, Cell("local", model, "tensorflow", "pypi", "cpu", policy, batch_size))
     return replace(run, train=replace(run.train, **train))
 
 

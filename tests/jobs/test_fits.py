@@ -3,13 +3,11 @@ only out of memory means "does not fit"."""
 
 import json
 import sys
-from dataclasses import replace
 
 import pytest
 from workflow_helpers import smoke_cell_run
 
 from mptbench.core.jobs import FitResult
-from mptbench.core.policies import Policy
 from mptbench.jobs.fits import cell_memory, search, what_fits
 from mptbench.jobs.memory import own_cgroup
 
@@ -93,13 +91,11 @@ def _prepared(tmp_path, image_size):
 
 @pytest.mark.slow
 @pytest.mark.skipif(own_cgroup() is None, reason="no memory cgroup to limit a trainer in here")
-@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
-def test_under_a_small_limit_the_search_finds_a_finite_largest_batch_with_oom_above(
-    tmp_path, policy
-):
+def test_under_a_small_limit_the_search_finds_a_finite_largest_batch_with_oom_above(tmp_path):
+    # One policy: the search is the same for every one (the smoke compares their memory), and
+    # float32 is fast on every CPU (bfloat16 is emulated, and slow, without AVX512_BF16).
     run = smoke_cell_run(batch_size=16)
-    run = replace(run, policy=Policy(policy, policy.removeprefix("mixed_")))
-    out = tmp_path / f"{policy}.json"
+    out = tmp_path / "float32.json"
     found = what_fits(sys.executable, run, _prepared(tmp_path, 128), str(out), [32, 64],
                       cap=2048, steps=2, limit_mb=1024)  # fmt: skip
     assert json.loads(out.read_text()) == found

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from workflow_helpers import copy_workflow, job_counts, snakemake
+from workflow_helpers import MACHINE, copy_workflow, job_counts, snakemake
 
 from mptbench.jobs.environment import VariantError
 from mptbench.jobs.source_build import preflight
@@ -43,7 +43,7 @@ def test_dry_run_prints_the_bazel_build_and_the_grid_has_every_variant():
     assert "git clone --depth 1 --branch v2.21.0" in out
     for variant in ("pypi", "pypi_onednn", "pypi_xla", "source_avx2_fma"):
         cell = f"seed_convnet/tensorflow/{variant}/cpu/float32/bs32"
-        assert f"results/benchmark/runs/{cell}.json" in out
+        assert f"results/benchmark/runs/{MACHINE}/{cell}.json" in out
     # 4 variants x 5 batch sizes: a train job per comparison group, its 3 policies' cells in it.
     assert job_counts(out)["train"] == 20
 

@@ -1,5 +1,6 @@
 """Composition, checking and grid expansion of the Hydra configuration."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from mptbench.plan import (
     expand_devices,
     grid,
     left_out,
+    machines,
     pairs,
     parse_overrides,
     run_config,
@@ -42,10 +44,35 @@ def test_default_is_the_published_experiment():
 
 def test_default_grid_covers_every_device_policy_and_batch_size():
     cfg = compose_config(CONF)
-    cells = grid(cfg, expand_devices(cfg, gpus=["NVIDIA H200", "Tesla V100"]))
+    cells = grid(cfg, expand_devices(cfg, gpus=["NVIDIA H200", "Tesla V100"]), ["box"])
     assert len(cells) == 3 * 3 * 5
     assert {c.device for c in cells} == {"cpu", "gpu0", "gpu1"}
-    assert Cell("seed_convnet", "tensorflow", "pypi", "gpu1", "mixed_bfloat16", 512) in cells
+    cell = Cell("box", "seed_convnet", "tensorflow", "pypi", "gpu1", "mixed_bfloat16", 512)
+    assert cell in cells
+    assert cell.label == "box/seed_convnet/tensorflow/pypi/gpu1/mixed_bfloat16/bs512"
+
+
+def test_the_machine_axis_is_this_machines_hardware_a_name_or_the_targets(monkeypatch):
+    monkeypatch.setenv("MPTBENCH_TEST_CPU_NAME", "Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz")
+    cfg = compose_config(CONF, "smoke")
+    assert machines(cfg) == [f"intel-xeon-gold-6248-{os.cpu_count()}c"]
+    named = compose_config(CONF, "smoke", ["sweep.machine=laptop-b"])
+    assert machines(named) == ["laptop-b"]
+    targets = compose_config(
+        CONF, "smoke", ["sweep.targets={v100: {constraint: v100}, a100: {constraint: a100}}"]
+    )
+    assert machines(targets) == ["v100", "a100"]
+    assert {c.machine for c in grid(targets, ["cpu"])} == {"v100", "a100"}
+    uneven = compose_config(
+        CONF, "smoke", ["sweep.targets={v100: {constraint: v100}, a100: {gres: 'gpu:a100:1'}}"]
+    )
+    with pytest.raises(ConfigError, match=r"every target names the same resources \(v100: "):
+        machines(uneven)
+    elsewhere = compose_config(CONF, "smoke", ["device.check_present=false"])
+    with pytest.raises(ConfigError, match="sweep.machine: auto names this machine's hardware"):
+        machines(elsewhere)
+    with pytest.raises(ConfigError, match="sweep.machine"):
+        compose_config(CONF, "smoke", ["sweep.machine=Laptop B"])
 
 
 def test_smoke_experiment_is_small_and_offline():
@@ -157,7 +184,7 @@ def test_a_memory_limit_larger_than_the_device_is_one_line_before_any_job():
 
 
 def test_settings_no_timing_run_depends_on_rerun_no_group():
-    cell = Cell("seed_convnet", "tensorflow", "pypi", "cpu", "float32", 32)
+    cell = Cell("local", "seed_convnet", "tensorflow", "pypi", "cpu", "float32", 32)
     runs = [
         encode(run_config(compose_config(CONF, None, overrides), cell))
         for overrides in ([], ["device.cpu.memory_limit_mb=4096", "train.parity_steps=7"])
@@ -176,7 +203,7 @@ def test_absent_gpu_is_rejected_unless_check_disabled():
 
 def test_run_config_holds_only_its_own_cell():
     cfg = compose_config(CONF)
-    cell = Cell("seed_convnet", "tensorflow", "pypi", "cpu", "mixed_float16", 64)
+    cell = Cell("local", "seed_convnet", "tensorflow", "pypi", "cpu", "mixed_float16", 64)
     run = run_config(cfg, cell)
     assert run.cell == cell
     assert run.policy == Policy("mixed_float16", "float16", "float32", "dynamic", baseline=False)
@@ -185,7 +212,7 @@ def test_run_config_holds_only_its_own_cell():
     assert "sweep" not in encode(run)
     # Adding a batch size to the sweep leaves existing cells' settings unchanged.
     wider = compose_config(CONF, None, ["sweep.batch_sizes=[32,64,1024]"])
-    cell = Cell("seed_convnet", "tensorflow", "pypi", "cpu", "mixed_float16", 64)
+    cell = Cell("local", "seed_convnet", "tensorflow", "pypi", "cpu", "mixed_float16", 64)
     assert run_config(wider, cell) == run
     # ... and so does adding a backend.
     jax_too = compose_config(CONF, None, ["backend=[tensorflow,jax]"])
@@ -196,9 +223,9 @@ def test_tensorflow_only_variants_pair_with_tensorflow_alone_and_say_so():
     cfg = compose_config(CONF, None, ["backend=[tensorflow,jax]", "variant=[pypi,pypi_xla]"])
     assert pairs(cfg) == [("tensorflow", "pypi"), ("tensorflow", "pypi_xla"), ("jax", "pypi")]
     assert left_out(cfg) == ["variant pypi_xla runs on tensorflow only: no jax cells with it"]
-    cells = grid(cfg, ["cpu"])
+    cells = grid(cfg, ["cpu"], ["box"])
     assert len(cells) == 3 * 3 * 5
-    jax_cell = Cell("seed_convnet", "jax", "pypi", "cpu", "mixed_bfloat16", 32)
+    jax_cell = Cell("box", "seed_convnet", "jax", "pypi", "cpu", "mixed_bfloat16", 32)
     assert jax_cell in cells
     run = run_config(cfg, jax_cell)
     assert run.backend.name == "jax" and run.cell.backend == "jax"
@@ -247,7 +274,8 @@ def test_a_misspelt_workflow_key_is_named_with_the_allowed_ones():
         check_workflow_config({"experiement": "smoke"})
     assert str(info.value) == (
         "--config experiement=...: unknown key 'experiement' (allowed: experiment, overrides, "
-        "name, seed, dataset, model, backend, policy, variant, device, sweep, train, tracking)"
+        "name, seed, dataset, model, backend, policy, variant, device, sweep, train, tracking, "
+        "report)"
     )
 
 
@@ -305,7 +333,7 @@ def test_two_baselines_are_refused_and_another_name_can_be_the_baseline():
         "+policy.fp32={compute_dtype:float32,variable_dtype:float32,loss_scaling:none,"
         "baseline:true}",
     ])  # fmt: skip
-    cell = Cell("seed_convnet", "tensorflow", "pypi", "cpu", "fp32", 8)
+    cell = Cell("local", "seed_convnet", "tensorflow", "pypi", "cpu", "fp32", 8)
     assert run_config(renamed, cell).policy.baseline
 
 

@@ -224,7 +224,7 @@ def test_html_shows_published_numbers_and_plots(built):
     assert "415" in row_512 and "377" in row_512 and f"{415 / 377:.2f}×" in row_512
     assert "321" in published and "304" in published
     assert "+7% to +10% (1.07×–1.10×) on the Tesla V100" in published
-    group = "seed_convnet/tensorflow/pypi"
+    group = "local/seed_convnet/tensorflow/pypi"
     for name in (
         f"{group}/cpu/ms_per_step.png",
         f"{group}/gpu0/speedup.png",
@@ -245,13 +245,15 @@ def test_runs_table_lists_every_record(built):
 def test_library_functions(tmp_path):
     records = load_records(write_runs(tmp_path))
     summary = summarise(records)
-    assert list(summary.columns[:5]) == [
+    assert list(summary.columns[:6]) == [
         "experiment",
+        "machine",
         "model",
         "backend",
         "dataset",
         "image_size",
     ]
+    assert set(summary["machine"]) == {"local"}  # records from before machines were an axis
     cpu = summary[summary["device"] == "cpu"]
     sentences = diagnose(cpu)
     assert any("batch 64: slower, 0.73×" in s for s in sentences)

@@ -7,8 +7,8 @@ from mptbench.core.opclasses import CLASSES, STEP_CLASSES
 from mptbench.report.breakdown import breakdown_table, explain
 from mptbench.report.sections import closure_text, comparison_table
 
-CELL = {"experiment": "e", "model": "m", "backend": "tensorflow", "variant": "pypi",
-        "device": "cpu", "batch_size": 8, "outcome": "ok"}  # fmt: skip
+CELL = {"experiment": "e", "machine": "box", "model": "m", "backend": "tensorflow",
+        "variant": "pypi", "device": "cpu", "batch_size": 8, "outcome": "ok"}  # fmt: skip
 
 
 def _record(policy: str, convs: float, timed: float, profiled: float, closure: float) -> dict:

@@ -42,7 +42,7 @@ def test_the_section_has_peaks_with_their_ratio_and_the_published_card():
         load_published(),
     )
     (group,) = found["groups"]
-    assert group["title"] == "m · tensorflow · pypi · gpu0"
+    assert group["title"] == "local · m · tensorflow · pypi · gpu0"
     assert group["table"]["rows"][0][0]["text"] == "float32"  # the baseline first
     peaks = {row[0]["text"]: row for row in group["peaks"]["rows"]}
     assert peaks[256][2]["text"] == "2560" and peaks[256][2]["small"] == "1.00× float32"

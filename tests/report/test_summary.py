@@ -125,3 +125,19 @@ def test_a_speedup_timed_in_added_processes_keeps_its_first_stages_spread():
     assert row["speedup_ci_high"] == pytest.approx(stein.high)
     assert stein.high - stein.low > pooled.high - pooled.low
     assert row["speedup_processes"] == 5
+
+
+def test_a_calibration_measured_on_other_hardware_holds_the_cell_to_nothing():
+    record = _record("float32", 8, {"p1": [10.0, 10.0], "p2": [11.0, 11.0], "p3": [9.0, 9.0]})
+    record |= {"machine": "v100", "achieved_tflops": 0.5, "conv_flops_per_step": 1e12,
+               "matmul_flops_per_step": 0}  # fmt: skip
+    record["hardware"] = {"id": "tesla-v100-sxm2-16gb", "host": "n1"}
+    key = ("v100", "tensorflow", "pypi", "cpu")
+    elsewhere = CALIBRATION | {"hardware": {"id": "nvidia-a100-sxm4-80gb", "host": "n2"}}
+    [row] = summarise([record], {key: elsewhere}).to_dict("records")
+    assert row["machine"] == "v100" and row["mfu"] != row["mfu"]  # NaN: no MFU
+    assert row["peak_note"].startswith("this cell ran on tesla-v100-sxm2-16gb (host n1), but its "
+                                       "calibration ran on nvidia-a100-sxm4-80gb")  # fmt: skip
+    same = CALIBRATION | {"hardware": {"id": "tesla-v100-sxm2-16gb", "host": "n3"}}
+    [row] = summarise([record], {key: same}).to_dict("records")
+    assert row["mfu"] == pytest.approx(0.5)

@@ -9,6 +9,7 @@ SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
 
 from mptbench.core.cells import BACKENDS, COMPARISON_AXES, GROUP_AXES, PROBE_AXES
+from mptbench.core.hardware import PATTERN as MACHINE_PATTERN
 from mptbench.core.devices import PATTERN as DEVICE_PATTERN, Device
 from mptbench.core.jobs import encode
 from mptbench.core.links import experiment_link
@@ -20,11 +21,14 @@ from mptbench.plan import (
     expand_devices,
     grid,
     left_out,
+    machines,
     run_config,
     workflow_overrides,
 )
 from mptbench.plan import layout
 from mptbench.plan.profile import check_profiles
+from mptbench.report.merge import folder_files, split as split_include
+from mptbench.report.records import ReportError
 import snakemake.io as snakemake_io  # `report(` at a line's start would open a directive
 
 
@@ -55,6 +59,7 @@ try:
         workflow_overrides(config),
     )
     DEVICES = expand_devices(CFG)
+    MACHINES = machines(CFG)
 except ConfigError as exc:
     raise WorkflowError(f"mptbench config: {exc}") from None
 
@@ -66,7 +71,10 @@ workflow.register_envvars(
 )
 EXPERIMENT = CFG["name"]
 DATASET = CFG["dataset"]
-CELLS = grid(CFG, DEVICES)
+CELLS = grid(CFG, DEVICES, MACHINES)
+# On a cluster, each target's Snakemake resources (sweep.targets): every timing job of a
+# target asks for them, so it lands on that target's nodes.
+TARGETS = CFG["sweep"].get("targets") or {}
 CELL_SET = set(CELLS)
 POLICIES = list(CFG["policy"])
 # A train job's outputs: each policy's record and profiles in the comparison group.
@@ -79,13 +87,18 @@ REPORT_DIR = layout.REPORT_DIR.format(experiment=EXPERIMENT)
 RECORDS = [layout.RUN_RECORD.format(**cell.wildcards(EXPERIMENT)) for cell in CELLS]
 
 
-def models_of(backend, variant, device):
-    """The descriptions of the models a backend and variant's cells on a device train."""
-    names = {
-        c.model
+def _on(machine, backend, variant, device):
+    return [
+        c
         for c in CELLS
-        if (c.backend, c.variant, c.device) == (backend, variant, device)
-    }
+        if (c.machine, c.backend, c.variant, c.device)
+        == (machine, backend, variant, device)
+    ]
+
+
+def models_of(machine, backend, variant, device):
+    """The descriptions of the models a backend and variant's cells on a device train."""
+    names = {c.model for c in _on(machine, backend, variant, device)}
     return [
         layout.MODEL_INFO.format(
             model=m, key=layout.model_key(CFG["model"][m], DATASET)
@@ -94,34 +107,44 @@ def models_of(backend, variant, device):
     ]
 
 
-def batch_of(backend, variant, device):
+def batch_of(machine, backend, variant, device):
     """The largest batch size a backend and variant's cells on a device train at."""
-    return max(
-        c.batch_size
-        for c in CELLS
-        if (c.backend, c.variant, c.device) == (backend, variant, device)
-    )
+    return max(c.batch_size for c in _on(machine, backend, variant, device))
 
 
-def calibration_of(backend, variant, device):
+def calibration_of(machine, backend, variant, device):
     """The calibration a backend and variant's cells on a device are compared with: measured
-    with its settings and over its models' own convolutions."""
+    with its settings and over its models' own convolutions, on their machine."""
     settings = Device(device).settings(CFG["device"])
     key = layout.calibration_key(
         CFG["variant"][variant],
         settings["calibrate"],
         settings.get("tf32"),
-        models=models_of(backend, variant, device),
-        batch=batch_of(backend, variant, device),
+        models=models_of(machine, backend, variant, device),
+        batch=batch_of(machine, backend, variant, device),
     )
     return layout.CALIBRATION.format(
-        backend=backend, variant=variant, device=device, settings=key
+        machine=machine, backend=backend, variant=variant, device=device, settings=key
     )
 
 
 CALIBRATIONS = sorted(
-    {calibration_of(cell.backend, cell.variant, cell.device) for cell in CELLS}
+    {
+        calibration_of(cell.machine, cell.backend, cell.variant, cell.device)
+        for cell in CELLS
+    }
 )
+# Other machines' results in this report (report.include): their files are the aggregate's
+# inputs too, so a folder copied in again redoes the report.
+try:
+    INCLUDED = [
+        str(path)
+        for folder in split_include(CFG["report"]["include"])[0]
+        for paths in folder_files(folder).values()
+        for path in paths
+    ]
+except ReportError as exc:
+    raise WorkflowError(f"mptbench config: {exc}") from None
 # A backend and variant asked for together but not paired: said once, not an error.
 for _note in left_out(CFG):
     print(f"mptbench: {_note}", file=sys.stderr)
@@ -134,6 +157,7 @@ for _device in DEVICES:
 
 
 wildcard_constraints:
+    machine=MACHINE_PATTERN,
     model=r"[A-Za-z0-9_]+",
     backend="|".join(BACKENDS),
     variant=r"[A-Za-z0-9_]+",
@@ -167,7 +191,9 @@ def probe_run(wildcards):
     """The Run of a cell's probe: its own cell at the smaller probe batch size."""
     batch_size = CFG["train"]["probe_batch_sizes"][0]
     return encode(
-        run_config(CFG, Cell(*[wildcards[k] for k in PROBE_AXES], batch_size))
+        run_config(
+            CFG, Cell(**{k: wildcards[k] for k in PROBE_AXES}, batch_size=batch_size)
+        )
     )
 
 
@@ -236,7 +262,10 @@ def probe_of_cell(wildcards):
 
 def fit_run(wildcards):
     """The Run the search starts from: its cell at the grid's smallest batch size."""
-    cell = Cell(*[wildcards[k] for k in PROBE_AXES], min(CFG["sweep"]["batch_sizes"]))
+    cell = Cell(
+        **{k: wildcards[k] for k in PROBE_AXES},
+        batch_size=min(CFG["sweep"]["batch_sizes"]),
+    )
     if cell not in CELL_SET:
         raise WorkflowError(
             f"{layout.FITS.format(**wildcards)}: not a cell of {EXPERIMENT}"
@@ -283,17 +312,21 @@ def device_tf32(wildcards):
     return bool(device_of(wildcards).settings(CFG["device"]).get("tf32", True))
 
 
+def _calibrated(wildcards):
+    return wildcards.machine, wildcards.backend, wildcards.variant, wildcards.device
+
+
 def calibration_models(wildcards):
-    return models_of(wildcards.backend, wildcards.variant, wildcards.device)
+    return models_of(*_calibrated(wildcards))
 
 
 def calibration_batch(wildcards):
-    return batch_of(wildcards.backend, wildcards.variant, wildcards.device)
+    return batch_of(*_calibrated(wildcards))
 
 
 def calibrate_settings(wildcards):
     """This config's calibrate settings, when they are the ones the path was named after."""
-    wanted = calibration_of(wildcards.backend, wildcards.variant, wildcards.device)
+    wanted = calibration_of(*_calibrated(wildcards))
     if wanted != layout.CALIBRATION.format(**wildcards):
         raise WorkflowError(
             f"{layout.CALIBRATION.format(**wildcards)}: not measured with this experiment's "
@@ -329,8 +362,17 @@ def _timing_slot(device):
     return lambda wildcards: int(wildcards.device == device)
 
 
-# One resource per device: resources: **TIMING_SLOTS in every timing rule.
-TIMING_SLOTS = {f"timing_{device}": _timing_slot(device) for device in DEVICES}
+def _target_resource(key):
+    """A target's value of one resource (every target names the same: plan/grid.py)."""
+    return lambda wildcards: TARGETS[wildcards.machine][key]
+
+
+# One resource per device: resources: **TIMING_SLOTS in every timing rule; with targets,
+# each resource any target names too.
+TIMING_SLOTS = {f"timing_{device}": _timing_slot(device) for device in DEVICES} | {
+    key: _target_resource(key)
+    for key in sorted({k for t in TARGETS.values() for k in t})
+}
 
 
 def local_inputs(*sources):

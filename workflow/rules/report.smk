@@ -9,6 +9,7 @@ rule aggregate:
         tracking=TRACKING,
         fits=FITS,
         parity=PARITY,
+        included=INCLUDED,
     output:
         summary=report(
             f"{REPORT_DIR}/{layout.SUMMARY_CSV}",
@@ -44,5 +45,6 @@ rule aggregate:
     params:
         report_dir=output_dir,
         ui_url=CFG["tracking"]["ui"] or "",
+        include=CFG["report"]["include"],
     script:
         "../scripts/aggregate.py"

@@ -15,6 +15,7 @@ def work():
     summary = write_report(
         list(inputs.records), report_dir, list(inputs.calibrations),
         snakemake.params.ui_url or None, list(inputs.fits), list(inputs.parity),
+        list(snakemake.params.include),
     )  # fmt: skip
     publish_report(
         read_json(snakemake.input.tracking), report_dir, cell_results(summary),

@@ -2,6 +2,7 @@
 
 from _job import run
 
+from mptbench.core import hardware
 from mptbench.core.files import read_json
 from mptbench.core.jobs import ProbeResult, Run, decode
 from mptbench.jobs.environment import interpreter
@@ -12,6 +13,9 @@ def work():
     python, installed = interpreter(snakemake.input.env)
     probe = [decode(ProbeResult, read_json(p)) for p in snakemake.input.probe]
     settings = snakemake.params.settings
+    hardware.require_same(
+        snakemake.wildcards.device, {"its probe": probe[0].hardware if probe else None}
+    )
     what_fits(
         python, decode(Run, snakemake.params.run).installed(installed), snakemake.input.prepared,
         snakemake.output[0], settings["batch_sizes"], settings["cap"], settings["steps"],
@@ -19,4 +23,4 @@ def work():
     )  # fmt: skip
 
 
-run(snakemake, work)
+run(snakemake, work, (hardware.Mismatch,))

@@ -3,6 +3,7 @@ from a second seed, their losses compared."""
 
 from _job import run
 
+from mptbench.core import hardware
 from mptbench.core.files import read_json
 from mptbench.core.jobs import ProbeResult, Run, decode
 from mptbench.jobs.environment import interpreter
@@ -13,6 +14,9 @@ def work():
     python, installed = interpreter(snakemake.input.env)
     probes = [decode(ProbeResult, read_json(p)) for p in snakemake.input.probes]
     settings = snakemake.params.settings
+    hardware.require_same(
+        snakemake.wildcards.device, {f"the {p.policy} probe": p.hardware for p in probes}
+    )
     parity(
         python, [decode(Run, r).installed(installed) for r in snakemake.params.runs],
         snakemake.input.prepared, snakemake.output[0], settings["steps"], settings["budget_s"],
@@ -20,4 +24,4 @@ def work():
     )  # fmt: skip
 
 
-run(snakemake, work)
+run(snakemake, work, (hardware.Mismatch,))

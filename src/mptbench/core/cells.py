@@ -1,5 +1,6 @@
-"""A grid cell: one timing run. Its fields are the grid's axes, in the order every path, table
-and loop uses; the Keras backends a cell can name are listed here once."""
+"""A grid cell: one timing run. Its fields are the grid's axes (AXES: the order every path,
+table and loop uses, the machine first); the Keras backends a cell can name are listed here
+once."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ BACKENDS = ("tensorflow", "jax", "torch")
 
 @dataclass(frozen=True)
 class Cell:
+    # The hardware it runs on (core/hardware.py): this machine's id, or a sweep.targets name.
+    machine: str
     model: str
     backend: str
     variant: str
@@ -39,9 +42,15 @@ class Cell:
 
 AXES = tuple(f.name for f in fields(Cell))
 # A report group: the cells that differ only in policy and batch size (one table, one plot).
-GROUP_AXES = AXES[:4]
+GROUP_AXES = AXES[:5]
 # What a probe is per: every axis but the batch size (it times its own two batch sizes).
-PROBE_AXES = AXES[:5]
+PROBE_AXES = AXES[:6]
 # A comparison group: the cells that differ only in policy, timed together in one job, taking
 # turns in the same processes (engine/rounds.py), so a speedup is measured paired.
 COMPARISON_AXES = tuple(a for a in AXES if a != "policy")
+
+
+def key_of(values: dict[str, Any], axes: tuple[str, ...] = GROUP_AXES) -> tuple:
+    """The values of `axes` in a record (or a fits or parity output); one written before
+    machines were an axis has the machine "local"."""
+    return tuple(values.get(a) or ("local" if a == "machine" else None) for a in axes)

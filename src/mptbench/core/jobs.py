@@ -350,6 +350,7 @@ class ProbeResult:
     image_size: int
     points: list[ProbePoint]
     fingerprint: dict[str, Any] = field(default_factory=dict)
+    hardware: dict[str, Any] = field(default_factory=dict)  # core/hardware.py identity()
 
 
 @dataclass
@@ -367,6 +368,8 @@ class Calibration:
     matmul_vs_float32: dict[str, float]
     conv_vs_float32: dict[str, float]
     model_batch: int = 0  # the largest batch the models' own convolutions were timed at
+    hardware: dict[str, Any] = field(default_factory=dict)  # core/hardware.py identity()
+    machine: str = "local"  # the machine axis' value it was measured for
 
 
 @dataclass

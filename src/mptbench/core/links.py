@@ -1,7 +1,12 @@
 """Where the MLflow UI shows an experiment or a run: the report links each run there and a
-finished workflow prints the experiment's page."""
+finished workflow prints the experiment's page; and the names the job side logs under, which
+the report reads back when it merges an MLflow store's runs."""
 
 from __future__ import annotations
+
+SWEEP_TAG = "mptbench.sweep"  # the tag of an experiment's parent run (the sweep)
+CELL_TAG = "mptbench.cell"
+RECORD_ARTIFACT = "run_record.json"  # each cell run's own copy of its run record
 
 
 def experiment_link(ui_url: str, experiment_id, page: str = "") -> str:

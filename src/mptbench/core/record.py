@@ -41,6 +41,12 @@ class Field:
 F = Field
 FIELDS: tuple[Field, ...] = (
     F("experiment", str),
+    F(
+        "machine",
+        str,
+        runs_table=True,
+        doc="the hardware it ran on, part of its key: this machine's id or a sweep.targets name",
+    ),
     F("model", str, runs_table=True),
     F("backend", str, runs_table=True, doc="Keras backend: tensorflow, jax or torch"),
     F("dataset", str),
@@ -160,6 +166,13 @@ FIELDS: tuple[Field, ...] = (
     F("jax", str, "fingerprint.jax"),
     F("torch", str, "fingerprint.torch"),
     F("host", str, "fingerprint.host", runs_table=True),
+    F(
+        "hardware_id",
+        str,
+        "hardware.id",
+        doc="the device's id where the job ran (core/hardware.py): its model, cores or memory",
+    ),
+    F("mptbench", str, doc="the mptbench version that measured it"),
     F("mlflow_run_id", str, runs_table=True),
     F("mlflow_experiment_id", str),
 )

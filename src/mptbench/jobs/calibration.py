@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mptbench.core import hardware
 from mptbench.core.files import read_json, write_json
 from mptbench.core.jobs import CalibrateJob, Calibration, ModelInfo, VariantConfig, decode, encode
 from mptbench.jobs.environment import interpreter
@@ -31,6 +32,7 @@ def calibrate_variant(
     tf32: bool = True,
     model_infos: list[str] = (),
     model_batch: int = 0,
+    machine: str = "local",
 ) -> Calibration:
     """Measure in the variant's Python, with its environment and the backend's; the result is
     written to `output` (and returned). `model_infos`: the model_info files of the models whose
@@ -44,5 +46,6 @@ def calibrate_variant(
         model_convs=model_convs(model_infos), model_batch=model_batch,
     )  # fmt: skip
     calibration = engine.result(job, Calibration)
+    calibration.hardware, calibration.machine = hardware.identity(device), machine
     write_json(output, encode(calibration))
     return calibration

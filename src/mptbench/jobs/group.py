@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mptbench import __version__
+from mptbench.core import hardware, stats
 from mptbench.core import record as fields
-from mptbench.core import stats
 from mptbench.core.files import read_json, write_json
 from mptbench.core.jobs import ModelInfo, ProbeResult, Run, encode
 from mptbench.core.outcomes import first_line
@@ -45,6 +46,7 @@ def base_record(run: Run, prepared: dict) -> dict[str, Any]:
         "outcome": None,
         "reason": None,
         "warmup_steps": run.train.warmup_steps,
+        "mptbench": __version__,
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "config": encode(run),
     }
@@ -80,6 +82,11 @@ def _cell_run(run: Run, tracking: dict | None, dataset: str, cells: int):
 def _records(trainer: Trainer, info: dict, probes: dict, model_info, fits: dict) -> dict[str, dict]:
     """Each cell's record before it is timed, with its probe's prediction (and outcome when
     it is over the budget) and its peak memory from its policy's search."""
+    # Where this job runs: the probes' hardware, or it fails before timing anything.
+    where = hardware.require_same(
+        trainer.runs[0].cell.device,
+        {f"the {name} probe": p.hardware for name, p in probes.items()},
+    )
     records = {}
     for run in trainer.runs:
         probe = probes.get(run.policy.name)
@@ -87,6 +94,7 @@ def _records(trainer: Trainer, info: dict, probes: dict, model_info, fits: dict)
         record |= cell_memory(fits.get(run.policy.name), run.cell.batch_size)
         record |= assess(run, probe)
         record["fingerprint"] = probe.fingerprint if probe else None
+        record["hardware"] = where
         records[run.policy.name] = record
     return records
 

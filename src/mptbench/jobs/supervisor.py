@@ -17,6 +17,7 @@ import signal
 import sys
 from pathlib import Path
 
+from mptbench.core import hardware
 from mptbench.core.files import read_json, write_json
 from mptbench.core.jobs import ModelInfo, ProbeResult, Run, decode, encode
 from mptbench.data.builder import DatasetError
@@ -79,12 +80,14 @@ def supervise(
     try:
         with stopped_by_sigterm():
             if probe_only:
-                results = [encode(trainer.probe(prepared))]
+                probe = trainer.probe(prepared)
+                probe.hardware = hardware.identity(runs[0].cell.device)
+                results = [encode(probe)]
             else:
                 fits = [read_json(f) for f in fits_files or []]
                 results = _train(trainer, prepared, tracking, probe_files, model_info, log_file,
                                  {f["policy"]: f for f in fits})  # fmt: skip
-    except (TrainerFailed, DatasetError, TrackingFailed) as exc:
+    except (TrainerFailed, DatasetError, TrackingFailed, hardware.Mismatch) as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1
     except (Stopped, KeyboardInterrupt) as exc:

@@ -9,6 +9,7 @@ import unittest.mock
 from pathlib import Path
 from typing import Any
 
+from mptbench.core.links import CELL_TAG, RECORD_ARTIFACT, SWEEP_TAG
 from mptbench.core.outcomes import first_line
 
 
@@ -23,8 +24,6 @@ def _mlflow(uri: str):
 # The MLflow UI opens an experiment tagged so in its model-training view, on its runs (untagged,
 # MLflow 3 opens it in its GenAI view, on traces).
 EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
-SWEEP_TAG = "mptbench.sweep"
-CELL_TAG = "mptbench.cell"
 
 
 def init_experiment(
@@ -249,7 +248,7 @@ class CellRun:
     ) -> None:
         values = [(k, v, 0) for k, v in metrics.items() if v is not None]
         self._batch(metrics=values, tags=[(k, str(v)) for k, v in tags.items()])
-        self.client.log_dict(self.run_id, record, "run_record.json")
+        self.client.log_dict(self.run_id, record, RECORD_ARTIFACT)
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:

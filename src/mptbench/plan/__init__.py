@@ -9,7 +9,16 @@ from mptbench.plan.compose import (
     workflow_overrides,
 )
 from mptbench.plan.errors import ConfigError
-from mptbench.plan.grid import AXES, Cell, expand_devices, grid, left_out, pairs, run_config
+from mptbench.plan.grid import (
+    AXES,
+    Cell,
+    expand_devices,
+    grid,
+    left_out,
+    machines,
+    pairs,
+    run_config,
+)
 
 __all__ = [
     "AXES",
@@ -20,6 +29,7 @@ __all__ = [
     "expand_devices",
     "grid",
     "left_out",
+    "machines",
     "pairs",
     "options",
     "parse_overrides",

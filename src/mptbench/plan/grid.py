@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mptbench.core import hardware
 from mptbench.core.cells import AXES, Cell
 from mptbench.core.devices import Device, every_device, gpu_facts, visible_gpus
 from mptbench.core.jobs import (
@@ -20,7 +21,36 @@ from mptbench.core.jobs import (
 from mptbench.core.policies import Policy
 from mptbench.plan.errors import ConfigError
 
-__all__ = ["AXES", "Cell", "expand_devices", "grid", "left_out", "pairs", "run_config"]
+__all__ = [
+    "AXES", "Cell", "expand_devices", "grid", "left_out", "machines", "pairs", "run_config"
+]  # fmt: skip
+
+
+def machines(cfg: dict[str, Any]) -> list[str]:
+    """The machine axis: sweep.targets' names, or this machine's hardware id (sweep.machine
+    auto), or the name sweep.machine gives."""
+    sweep = cfg["sweep"]
+    targets = sweep.get("targets")
+    if targets:
+        named = {name: sorted(resources) for name, resources in targets.items()}
+        first = next(iter(named))
+        for name, keys in named.items():
+            if keys != named[first]:
+                raise ConfigError(
+                    f"sweep.targets: every target names the same resources ({first}: "
+                    f"{', '.join(named[first]) or 'none'}; {name}: {', '.join(keys) or 'none'})"
+                )
+        return list(targets)
+    machine = sweep.get("machine", "auto")
+    if machine != "auto":
+        return [machine]
+    if not cfg["device"]["check_present"]:
+        raise ConfigError(
+            "sweep.machine: auto names this machine's hardware, but device.check_present=false "
+            "says the jobs run elsewhere; list sweep.targets (one per kind of node) or give "
+            "sweep.machine=NAME"
+        )
+    return [hardware.machine_id()]
 
 
 def expand_devices(cfg: dict[str, Any], gpus: list[str] | None = None) -> list[str]:
@@ -97,10 +127,12 @@ def left_out(cfg: dict[str, Any]) -> list[str]:
     return notes
 
 
-def grid(cfg: dict[str, Any], devices: list[str]) -> list[Cell]:
-    """Every cell, in axis order (AXES): model, backend and variant, device, policy, batch."""
+def grid(cfg: dict[str, Any], devices: list[str], on: list[str] | None = None) -> list[Cell]:
+    """Every cell, in axis order (AXES): machine, model, backend and variant, device, policy,
+    batch (`on`: the machines, machines(cfg) unless given)."""
     return [
-        Cell(model, backend, variant, device, policy, batch_size)
+        Cell(machine, model, backend, variant, device, policy, batch_size)
+        for machine in (machines(cfg) if on is None else on)
         for model in cfg["model"]
         for backend, variant in pairs(cfg)
         for device in devices

@@ -58,10 +58,10 @@ def group_file(group: tuple[str, ...], name: str) -> str:
     return GROUP.format(**dict(zip(GROUP_AXES, group, strict=True))) + f"/{name}"
 
 
-# A calibration is kept per backend, variant, device and the settings it was measured with,
-# so experiments that share them (smoke and benchmark do not) share one calibration.
-CALIBRATION = "results/calibration/{backend}/{variant}/{device}/{settings}.json"
-CALIBRATION_LOG = "results/calibration/{backend}/{variant}/{device}/{settings}.log"
+# A calibration is kept per machine, backend, variant, device and the settings it was measured
+# with, so experiments that share them (smoke and benchmark do not) share one calibration.
+CALIBRATION = "results/calibration/{machine}/{backend}/{variant}/{device}/{settings}.json"
+CALIBRATION_LOG = "results/calibration/{machine}/{backend}/{variant}/{device}/{settings}.log"
 VARIANT_ENV = "resources/envs/{variant}.json"
 WHEELS = "resources/wheels/{variant}"
 BAZELISK = "resources/build/{variant}/bazelisk.path"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from mptbench.core.cells import key_of
 from mptbench.core.files import write_bytes
 from mptbench.plan.layout import (
     BREAKDOWN_CSV,
@@ -20,7 +21,7 @@ from mptbench.plan.layout import (
     SUMMARY_CSV,
     group_file,
 )
-from mptbench.report import sections
+from mptbench.report import merge, sections
 from mptbench.report.breakdown import breakdown_table
 from mptbench.report.headline import headline_lines
 from mptbench.report.html import render_group_files, render_html
@@ -30,7 +31,7 @@ from mptbench.report.plots import render_plots
 from mptbench.report.published import load_published
 from mptbench.report.records import ReportError, load_calibrations, load_outputs, load_records
 from mptbench.report.sections import device_label
-from mptbench.report.summary import GROUP_KEYS, groups, summarise
+from mptbench.report.summary import groups, summarise
 
 # What the report works out per cell and gives back to the cell's MLflow run.
 CELL_METRICS = (
@@ -80,7 +81,7 @@ def render(
     extra = sections.Extra(fits_sections(list(fits), published), learning_sections(list(parity)))
     files = render_plots(summary, published, _short_name, table)
     for key, _ in groups(summary):
-        mine = [p for p in parity if tuple(p[k] for k in GROUP_KEYS) == key]
+        mine = [p for p in parity if key_of(p) == key]
         title = f"{' · '.join(key)}: does it still learn? (loss per step)"
         files[group_file(key, LEARNING_PLOT)] = learning_figure(mine, title)
     files |= render_group_files(summary, table, extra)
@@ -98,15 +99,24 @@ def write_report(
     ui_url: str | None = None,
     fits: list[str | Path] = (),
     parity: list[str | Path] = (),
+    include: list[str] = (),
 ) -> pd.DataFrame:
-    """Read the run records (and the fits and parity rules' outputs); write the report into
-    report_dir; return the summary.
+    """Read the run records (and the fits and parity rules' outputs), and what `include`
+    adds (other machines' results folders, MLflow stores: report/merge.py); write the report
+    into report_dir; return the summary.
 
     Everything is rendered in memory first, so a bad record leaves no output behind.
     """
+    own = load_records(runs) if runs else []
+    experiment = own[0]["experiment"] if own else None
+    others = merge.load(list(include), experiment)
+    records = merge.merged(own, others.records)
+    if not records:
+        raise ReportError("no run records given")
     summary, files = render(
-        load_records(runs), calibrations, ui_url,
-        load_outputs(list(fits), "fits search"), load_outputs(list(parity), "parity comparison"),
+        records, [*others.calibrations, *calibrations], ui_url,
+        merge.merged_outputs(load_outputs(list(fits), "fits search"), others.fits),
+        merge.merged_outputs(load_outputs(list(parity), "parity comparison"), others.parity),
     )  # fmt: skip
     try:
         for name, data in files.items():
@@ -122,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--runs", help="folder of run records (*.json, searched recursively)")
     source.add_argument("--records", nargs="+", help="the run records to report, exactly these")
+    source.add_argument(
+        "--include", nargs="+",
+        help="results/<experiment> folders of several machines (their runs, fits, parity and "
+        "calibrations), or mlflow:URI#EXPERIMENT: one report of all of them",
+    )  # fmt: skip
     parser.add_argument("--calibration", nargs="*", default=[], help="calibrate rule outputs")
     parser.add_argument("--report-dir", required=True, help="where summary.csv, index.html, ... go")
     parser.add_argument("--ui-url", default=None, help="the MLflow UI, for links to each run")
@@ -130,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         write_report(args.records or args.runs, args.report_dir, args.calibration, args.ui_url,
-                     args.fits, args.parity)  # fmt: skip
+                     args.fits, args.parity, args.include or [])  # fmt: skip
     except ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

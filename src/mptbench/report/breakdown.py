@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mptbench.core.cells import AXES
+from mptbench.core.cells import AXES, key_of
 from mptbench.core.opclasses import CLASSES, NAMES, STEP_CLASSES
 from mptbench.core.policies import policy_of_record
 from mptbench.report.summary import GROUP_KEYS, is_baseline
@@ -49,10 +49,11 @@ def breakdown_table(records: list[dict]) -> pd.DataFrame:
             continue
         threads = found.get("threads") or 1
         profiled = found.get("profiled_ms_per_step")
+        axes = dict(zip(AXES, key_of(record, AXES), strict=True))
         for cls, name in CLASSES:
             ms = classes.get(cls)
             rows.append({
-                "experiment": record.get("experiment"), **{a: record.get(a) for a in AXES},
+                "experiment": record.get("experiment"), **axes,
                 "baseline": policy_of_record(record).baseline, "op_class": cls, "name": name,
                 "in_step": cls in STEP_CLASSES, "ms_per_step": ms,
                 "ms_min": (found.get("classes_min_ms") or {}).get(cls),

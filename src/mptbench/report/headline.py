@@ -76,14 +76,16 @@ def speedup_words(top: Best) -> str:
 
 
 def lines(summary: pd.DataFrame) -> list[str]:
-    """One line per (model, backend, variant, device)."""
+    """One line per (machine, model, backend, variant, device)."""
     out = []
-    for (model, backend, variant, device), rows in groups(summary):
+    several = summary["machine"].nunique() > 1
+    for (machine, model, backend, variant, device), rows in groups(summary):
         top = best(rows)
         speedup = speedup_words(top) if top is not None else "no speedup measured"
         n = counts(rows)
+        where = f"{device} of {machine}" if several else device
         out.append(
-            f"{model} on {backend} · {variant} · {device}: {speedup}; {n['ran']} of {len(rows)} "
+            f"{model} on {backend} · {variant} · {where}: {speedup}; {n['ran']} of {len(rows)} "
             f"cells ran, {n['over_budget']} over budget, {n['failed']} failed"
         )
     return out
@@ -127,6 +129,7 @@ def compared(summary: pd.DataFrame, axis: str) -> list[str]:
     """Where the other group keys agree and `axis` (model or backend) takes several values:
     each value's best speedup, side by side, one line per such place."""
     others = [k for k in GROUP_KEYS if k != axis]
+    several = summary["machine"].nunique() > 1
     out = []
     for key, rows in summary.groupby(others, sort=True):
         parts = [
@@ -134,8 +137,10 @@ def compared(summary: pd.DataFrame, axis: str) -> list[str]:
             for name, mine in rows.groupby(axis, sort=True)
             if (top := best(mine)) is not None
         ]
+        machine, *where = map(str, key)  # the machine is named where there are several
+        where = f"{' · '.join(where)} of {machine}" if several else " · ".join(where)
         if len(parts) >= 2:
-            out.append(f"On {' · '.join(map(str, key))}: " + "; ".join(parts) + ".")
+            out.append(f"On {where}: " + "; ".join(parts) + ".")
     return out
 
 

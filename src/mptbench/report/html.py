@@ -45,7 +45,9 @@ HOW_TO_READ = (
     "OOM (out of memory, on evidence), killed (killed from outside), over budget (a step is, or"
     " is clearly predicted to be, slower than train.max_step_seconds), NaN/Inf (the loss became"
     " non-finite) or unsupported (no kernel for the policy on this device); hover over it for "
-    "the recorded reason. The published (2020) numbers follow for comparison."
+    "the recorded reason. The published (2020) numbers follow for comparison. With cells from "
+    "several machines (a cluster's targets, or results merged from several machines), each "
+    "machine has its own sections, and Machines compared sets them side by side."
 )
 
 
@@ -77,7 +79,7 @@ def render_html(
         f"TensorFlow {unique(summary['tensorflow'])}, "
         + (f"JAX {unique(summary['jax'])}, " if summary["jax"].notna().any() else "")
         + f"Keras {unique(summary['keras'])}; "
-        f"host {unique(summary['host'])}."
+        f"host {unique(summary['host'])}; machine {unique(summary['machine'])}."
     )
     return (
         _env()
@@ -90,6 +92,8 @@ def render_html(
             compared=models_compared(summary) + backends_compared(summary),
             groups=sections.all_groups(summary, breakdown, extra),
             fits_published=(extra.fits or {}).get("published") if extra else None,
+            machines=sections.machines(summary, published),
+            several_machines=sections.machine_facts(summary),
             backends=sections.backends(summary),
             variants=variants_section(summary),
             accuracy=sections.accuracy(summary),

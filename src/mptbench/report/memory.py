@@ -10,12 +10,12 @@ from typing import Any
 import pandas as pd
 
 from mptbench.core import policies as policy_facts
+from mptbench.core.cells import key_of
 from mptbench.report.published import PUBLISHED_BASELINE
 from mptbench.report.tables import cell, plain_table
 
 # The published card whose rows show a batch that fits only with mixed precision.
 PUBLISHED_SMALL_CARD = "Quadro M2200"
-GROUP = ("model", "backend", "variant", "device")
 
 
 def _order(searches: list[dict]) -> list[dict]:
@@ -110,13 +110,13 @@ def published_small_card(published: pd.DataFrame) -> str | None:
 
 
 def fits_sections(searches: list[dict], published: pd.DataFrame) -> dict[str, Any] | None:
-    """Per (model, backend, variant, device): its sentences, a table of each policy's largest
+    """Per report group: its sentences, a table of each policy's largest
     batch, a table of peak memory per batch size; then the published small card."""
     if not searches:
         return None
     grouped: dict[tuple, list[dict]] = {}
     for s in searches:
-        grouped.setdefault(tuple(s[k] for k in GROUP), []).append(s)
+        grouped.setdefault(key_of(s), []).append(s)
     out = []
     for key, found in sorted(grouped.items()):
         found = _order(found)

@@ -9,9 +9,9 @@ from typing import Any
 
 import pandas as pd
 
+from mptbench.core.cells import GROUP_AXES, key_of
 from mptbench.report.plots import plt, png
 
-GROUP = ("model", "backend", "variant", "device")
 # summary.csv's parity columns and the figure each comes from.
 COLUMNS = {
     "parity_verdict": "verdict",
@@ -62,10 +62,10 @@ def sentence(policy: str, figures: dict, baseline: str, batch: int, steps: int) 
 
 
 def learning_sections(parity: list[dict]) -> list[dict[str, Any]]:
-    """Per (model, backend, variant, device): its sentences (and what was left out, why)."""
+    """Per report group: its sentences (and what was left out, why)."""
     grouped: dict[tuple, list[dict]] = {}
     for p in parity:
-        grouped.setdefault(tuple(p[k] for k in GROUP), []).append(p)
+        grouped.setdefault(key_of(p), []).append(p)
     out = []
     for key, found in sorted(grouped.items()):
         lines, notes = [], []
@@ -115,8 +115,8 @@ def parity_columns(summary: pd.DataFrame, parity: list[dict]) -> pd.DataFrame:
     for p in parity:
         for policy, figures in (p.get("policies") or {}).items():
             hit = (summary["policy"] == policy) & (summary["batch_size"] == p["batch_size"])
-            for key in GROUP:
-                hit &= summary[key] == p[key]
+            for axis, value in zip(GROUP_AXES, key_of(p), strict=True):
+                hit &= summary[axis] == value
             for column, name in COLUMNS.items():
                 if figures.get(name) is not None:
                     summary.loc[hit, column] = figures[name]

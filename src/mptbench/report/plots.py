@@ -241,8 +241,8 @@ def render_plots(
     `short_name(row)` names a device in a title."""
     plots = {}
     for key, rows in groups(summary):
-        model, backend, variant, device = key
-        title = f"{model} on {backend}, {variant} · {device}: {short_name(rows.iloc[0])}"
+        machine, model, backend, variant, device = key
+        title = f"{model} on {backend}, {variant} · {machine} {device}: {short_name(rows.iloc[0])}"
         cells = breakdown[(breakdown[GROUP_KEYS] == pd.Series(key, index=GROUP_KEYS)).all(axis=1)]
         figures = {
             "ms_per_step.png": ms_per_step_figure(rows, title),

@@ -44,7 +44,7 @@ def compare_with_published(summary: pd.DataFrame, published: pd.DataFrame) -> st
     ours = [
         f"{policy} {_ours(rows, policy)} for {model} on {backend} · {variant} · {device}"
         f"{_hardware(rows)}"
-        for (model, backend, variant, device), rows in groups(summary)
+        for (_, model, backend, variant, device), rows in groups(summary)
         for policy in compared(rows)
         if not speedup_range(rows, policy).empty
     ]

@@ -39,22 +39,32 @@ def load_records(source: str | Path | list[str | Path]) -> list[dict[str, Any]]:
     records = []
     for path in _paths(source):
         record = _read(path, "run record")
-        if not isinstance(record, dict):
-            raise ReportError(f"{path}: not a run record (expected a JSON object)")
-        missing = [k for k in REQUIRED if record.get(k) is None]
-        if missing:
-            raise ReportError(f"{path}: run record lacks {', '.join(missing)}")
+        check_record(record, str(path))
         records.append(record)
     return records
 
 
+def check_record(record: Any, where: str) -> None:
+    """A run record the report can read, or ReportError naming `where` it came from."""
+    if not isinstance(record, dict):
+        raise ReportError(f"{where}: not a run record (expected a JSON object)")
+    missing = [k for k in REQUIRED if record.get(k) is None]
+    if missing:
+        raise ReportError(f"{where}: run record lacks {', '.join(missing)}")
+
+
 def load_calibrations(paths: list[str | Path]) -> dict[tuple[str, ...], dict[str, Any]]:
-    """The calibrate rule's peaks, keyed by (backend, variant, device), each with the file it
-    was read from (its name is the calibration's key)."""
+    """The calibrate rule's peaks, keyed by (machine, backend, variant, device), each with the
+    file it was read from (its name is the calibration's key)."""
     peaks = {}
     for path in paths:
         data = _read(Path(path), "calibration")
-        key = (str(data.get("backend") or "tensorflow"), str(data["variant"]), str(data["device"]))
+        key = (
+            str(data.get("machine") or "local"),
+            str(data.get("backend") or "tensorflow"),
+            str(data["variant"]),
+            str(data["device"]),
+        )
         peaks[key] = data | {"file": str(path)}
     return peaks
 

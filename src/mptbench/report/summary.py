@@ -12,6 +12,7 @@ import pandas as pd
 from mptbench.core import policies as policy_facts
 from mptbench.core import stats
 from mptbench.core.cells import AXES, GROUP_AXES
+from mptbench.core.hardware import mismatch as hardware_mismatch
 from mptbench.core.policies import policy_of_record
 from mptbench.core.record import COLUMNS, FIELDS
 
@@ -113,8 +114,15 @@ def row_of(record: dict[str, Any], calibrations: dict) -> dict[str, Any]:
     row.update(hardware(record))
     unused = (record.get("fingerprint") or {}).get("tf_unused_cpu_instructions")
     row["tf_unused_cpu_instructions"] = " ".join(unused or []) or None
-    calibration = calibrations.get((row["backend"], row["variant"], str(record["device"])))
+    row["machine"] = row["machine"] or "local"  # records from before machines were an axis
+    key = (row["machine"], row["backend"], row["variant"], str(record["device"]))
+    calibration = calibrations.get(key)
     row["calibration"] = (calibration or {}).get("file")
+    elsewhere = hardware_mismatch(record.get("hardware"), (calibration or {}).get("hardware"),
+                                  "its calibration")  # fmt: skip
+    if elsewhere:  # a peak measured on other hardware holds this cell to nothing
+        row["peak_note"] = elsewhere.replace("this job landed on", "this cell ran on")
+        return row
     row.update(peaks(calibration, row["compute_dtype"], row))
     return row
 

@@ -131,3 +131,22 @@ def plain_table(df: pd.DataFrame) -> dict:
         "head": [cell(str(c), "text") for c in df.columns],
         "rows": [[cell(text(v), "text") for v in row] for row in df.itertuples(index=False)],
     }
+
+
+def machines_table(tables: dict[str, dict], notes: dict[str, dict] | None = None) -> dict:
+    """Several machines' policy tables (label: policy_table) in one: rows batch size, then
+    machine (each with its note cell, e.g. what measured it), the columns policy_table's."""
+    notes = notes or {}
+    head, body = None, []
+    batch_sizes = sorted({tds[0]["text"] for t in tables.values() for tds in t["rows"]})
+    for batch_size in batch_sizes:
+        for label, table in tables.items():
+            extra = [notes[label]] if notes else []
+            head = head or [
+                table["head"][0], cell("machine", "text"), *([cell("measured with", "text")]
+                if notes else []), *table["head"][1:],
+            ]  # fmt: skip
+            for tds in table["rows"]:
+                if tds[0]["text"] == batch_size:
+                    body.append([tds[0], cell(label, "text"), *extra, *tds[1:]])
+    return {"head": head, "rows": body}

@@ -13,7 +13,7 @@ SETTINGS = ["wheel", "tensorflow", "onednn", "xla", "tf_unused_cpu_instructions"
 def variant_speedups(summary: pd.DataFrame) -> pd.DataFrame:
     """speedup_vs_pypi: pypi's ms/step over each variant's, same device, policy and batch size."""
     ok = summary[(summary["outcome"] == "ok") & (summary["ms_per_step"] > 0)]
-    keys = ["model", "backend", "device", "policy", "batch_size"]
+    keys = ["machine", "model", "backend", "device", "policy", "batch_size"]
     base = ok[ok["variant"] == BASELINE].groupby(keys)["ms_per_step"].median().rename("_pypi_ms")
     out = ok.merge(base.reset_index(), on=keys, how="left")
     out["speedup_vs_pypi"] = out["_pypi_ms"] / out["ms_per_step"]
@@ -54,9 +54,12 @@ def variants_section(summary: pd.DataFrame) -> dict | None:
         "baseline": BASELINE,
         "settings": plain_table(settings),
         "tables": [
-            {"title": f"{model} on {device} · {policy}", "table": _table(rows, variants)}
-            for (model, device, policy), rows in speedups.groupby(
-                ["model", "device", "policy"], sort=True
+            {
+                "title": f"{model} on {device} of {machine} · {policy}",
+                "table": _table(rows, variants),
+            }
+            for (machine, model, device, policy), rows in speedups.groupby(
+                ["machine", "model", "device", "policy"], sort=True
             )
         ],
         "warnings": [str(w) for w in warnings],

@@ -1,0 +1,137 @@
+"""Which hardware a cell ran on, as a short, stable, readable id: part of every cell's key.
+
+A device's id is its model's name, slugged, with what tells two of a kind apart where it
+matters: a CPU's logical cores on the node (`amd-epyc-7b12-64c`), a GPU's memory where its
+name does not hold it (`nvidia-a100-sxm4-80gb`, `quadro-m2200-4gb`). A machine's id is its
+CPU's, followed by its GPUs' (`intel-xeon-gold-6248-40c-2x-tesla-v100-sxm2-32gb`). Both come
+from /proc/cpuinfo and nvidia-smi (no framework import), so the workflow computes them when it
+plans and every job again where it runs, and the two can be compared.
+
+MPTBENCH_TEST_CPU_NAME replaces the CPU's model name, for tests only: it stands for another
+machine on this one.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from mptbench.core.devices import Device, gpu_facts
+
+TEST_CPU_NAME = "MPTBENCH_TEST_CPU_NAME"
+# What an id may look like: a path component and a Snakemake wildcard value.
+PATTERN = r"[a-z0-9][a-z0-9._-]*"
+
+# Words in a model name that tell nothing of the hardware.
+_NOISE = re.compile(
+    r"\((r|tm)\)|\b(cpu|processor|\d+-core|with radeon graphics)\b|@\s*[\d.]+\s*ghz",
+    re.IGNORECASE,
+)
+
+
+def slug(text: str) -> str:
+    """A model name as an id: lower case, its marks and clock left out, words joined by -."""
+    words = re.sub(r"[^a-z0-9.]+", "-", _NOISE.sub(" ", text).lower())
+    return re.sub(r"-+", "-", words).strip("-.") or "unknown"
+
+
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo; the platform's word elsewhere)."""
+    if os.environ.get(TEST_CPU_NAME):
+        return os.environ[TEST_CPU_NAME]
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and value.strip():
+                return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def cpu_id() -> str:
+    """The CPU's id: its model and the node's logical cores (all of them, not a job's share:
+    two jobs on one node get one id)."""
+    return f"{slug(cpu_name())}-{os.cpu_count() or 0}c"
+
+
+def gpu_id(name: str, memory_mb: int | None) -> str:
+    """A GPU's id: its model, and its memory where the name does not say it already."""
+    base = slug(name)
+    if memory_mb and not re.search(r"\d+gb", base):
+        base += f"-{round(memory_mb / 1024)}gb"
+    return base
+
+
+def _visible_index(index: int) -> int:
+    """nvidia-smi's index of the job's `index`-th GPU (CUDA_VISIBLE_DEVICES maps them)."""
+    visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if index < len(visible) and visible[index].strip().isdigit():
+        return int(visible[index])
+    return index
+
+
+def device_id(device: str) -> str:
+    """The id of a device as this process sees it (`cpu`, `gpu0`, ...)."""
+    index = Device(device).index
+    if index is None:
+        return cpu_id()
+    facts = gpu_facts(_visible_index(index))
+    if not facts:
+        return f"unknown-gpu{index}"
+    return gpu_id(facts["name"], facts.get("memory_mb"))
+
+
+def machine_id(gpus: list[dict[str, Any]] | None = None) -> str:
+    """This machine's id: its CPU's, then each kind of GPU it has with their count
+    (`gpus`: nvidia-smi's facts, read here when not given)."""
+    if gpus is None:
+        gpus = []
+        index = 0
+        while (facts := gpu_facts(index)) is not None:
+            gpus.append(facts)
+            index += 1
+    kinds = Counter(gpu_id(g["name"], g.get("memory_mb")) for g in gpus)
+    return "-".join([cpu_id(), *(f"{n}x-{kind}" for kind, n in kinds.items())])
+
+
+def identity(device: str) -> dict[str, Any]:
+    """What a job records of where it ran: its device's id and name, and the host."""
+    import socket
+
+    index = Device(device).index
+    name = cpu_name() if index is None else (gpu_facts(_visible_index(index)) or {}).get("name")
+    return {"id": device_id(device), "name": name, "host": socket.gethostname()}
+
+
+class Mismatch(Exception):
+    """A job landed on hardware other than what its sibling measurements ran on (one line)."""
+
+
+def require_same(device: str, measured: dict[str, dict[str, Any] | None]) -> dict[str, Any]:
+    """This job's identity on `device`, when it is the one each of `measured` (what, its
+    identity) ran on; else Mismatch, naming both."""
+    mine = identity(device)
+    for what, theirs in measured.items():
+        why = mismatch(mine, theirs, what)
+        if why:
+            raise Mismatch(why)
+    return mine
+
+
+def mismatch(mine: dict[str, Any] | None, theirs: dict[str, Any] | None, what: str) -> str | None:
+    """One line when this job's device is not the one `what` was measured on; None when they
+    agree, or when either does not say (records from before identities were kept)."""
+    if not mine or not theirs or not mine.get("id") or not theirs.get("id"):
+        return None
+    if mine["id"] == theirs["id"]:
+        return None
+    return (
+        f"this job landed on {mine['id']} (host {mine.get('host')}), but {what} ran on "
+        f"{theirs['id']} (host {theirs.get('host')}): their figures are not comparable; give "
+        "each kind of hardware its own sweep.targets entry, or rerun what was measured there"
+    )

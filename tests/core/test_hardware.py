@@ -1,0 +1,52 @@
+"""A cell's hardware id: readable, stable, the same where the workflow plans and where a job
+runs; a job on other hardware than its probe's is stopped with one line."""
+
+import os
+
+import pytest
+
+from mptbench.core import hardware
+
+
+@pytest.mark.parametrize(
+    ("name", "slug"),
+    [
+        ("Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz", "intel-xeon-gold-6248"),
+        ("AMD EPYC 7B12 64-Core Processor", "amd-epyc-7b12"),
+        ("AMD Ryzen 7 5800H with Radeon Graphics", "amd-ryzen-7-5800h"),
+        ("NVIDIA A100-SXM4-80GB", "nvidia-a100-sxm4-80gb"),
+        ("Tesla V100-SXM2-16GB", "tesla-v100-sxm2-16gb"),
+        ("", "unknown"),
+    ],
+)
+def test_a_model_name_becomes_a_short_readable_id(name, slug):
+    assert hardware.slug(name) == slug
+
+
+def test_a_gpu_id_holds_its_memory_where_the_name_does_not():
+    assert hardware.gpu_id("Quadro M2200", 4096) == "quadro-m2200-4gb"
+    assert hardware.gpu_id("NVIDIA A100-SXM4-80GB", 81920) == "nvidia-a100-sxm4-80gb"
+
+
+def test_a_machine_id_is_its_cpus_then_its_kinds_of_gpu(monkeypatch):
+    monkeypatch.setenv(hardware.TEST_CPU_NAME, "Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz")
+    cores = os.cpu_count()
+    assert hardware.machine_id([]) == f"intel-xeon-gold-6248-{cores}c"
+    v100 = {"name": "Tesla V100-SXM2-32GB", "memory_mb": 32510}
+    assert hardware.machine_id([v100, v100]) == (
+        f"intel-xeon-gold-6248-{cores}c-2x-tesla-v100-sxm2-32gb"
+    )
+    assert hardware.identity("cpu")["id"] == f"intel-xeon-gold-6248-{cores}c"
+
+
+def test_a_job_on_other_hardware_than_its_probe_fails_naming_both(monkeypatch):
+    monkeypatch.setenv(hardware.TEST_CPU_NAME, "AMD EPYC 7B12")
+    probe = hardware.identity("cpu")
+    assert hardware.require_same("cpu", {"its probe": probe}) == probe
+    assert hardware.require_same("cpu", {"an old probe": {}}) == probe  # recorded no identity
+    monkeypatch.setenv(hardware.TEST_CPU_NAME, "Intel(R) Xeon(R) Gold 6248 CPU")
+    with pytest.raises(hardware.Mismatch) as info:
+        hardware.require_same("cpu", {"its probe": probe})
+    said = str(info.value)
+    assert said.startswith("this job landed on intel-xeon-gold-6248-") and "\n" not in said
+    assert f"but its probe ran on {probe['id']}" in said

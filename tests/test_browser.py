@@ -64,7 +64,7 @@ def test_the_report_page_loads_whole_and_fits_the_page(smoke_run, browser, scree
         # published plot.
         assert len(widths) == 6 and all(w > 0 for w in widths), widths
         assert errors == []
-        section = page.locator("section#seed_convnet-tensorflow-pypi-cpu")
+        section = page.locator(f"section#{MACHINE}-seed_convnet-tensorflow-pypi-cpu")
         assert section.locator("table").first.locator("tr").count() == 1 + 2  # head, bs4, bs8
         assert section.locator("ul.diagnosis li").count() >= 4
         assert page.locator("table.runs tr").count() == 1 + 4

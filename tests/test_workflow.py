@@ -212,14 +212,15 @@ def test_smoke_run_logs_one_mlflow_run_per_cell(smoke):
         "report/index.html",
         "report/summary.csv",
         "report/headline.txt",
-        "report/seed_convnet",
+        f"report/{MACHINE}",
     }
-    assert "best_speedup.seed_convnet.tensorflow.pypi.cpu" in parent.data.metrics
-    assert parent.data.metrics["cells_ran.seed_convnet.tensorflow.pypi.cpu"] == 4
+    assert f"best_speedup.{MACHINE}.seed_convnet.tensorflow.pypi.cpu" in parent.data.metrics
+    assert parent.data.metrics[f"cells_ran.{MACHINE}.seed_convnet.tensorflow.pypi.cpu"] == 4
     for child in children:
         artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
         tags = child.data.tags
-        assert {"backend", "variant", "device", "policy", "batch_size", "outcome"} <= set(tags)
+        assert {"machine", "backend", "variant", "device", "policy", "batch_size",
+                "outcome"} <= set(tags) and tags["machine"] == MACHINE  # fmt: skip
         assert {"logs", "run_record.json", "profile"} <= artifacts
         assert "breakdown_conv_forward_ms" in child.data.metrics
         assert child.inputs.dataset_inputs[0].dataset.name == "imagenette2-320-smoke-32px"

@@ -1,5 +1,6 @@
 """Aggregate every run record into the report (summary.csv, index.html, per-device files), then
-give each cell's MLflow run its speedups and MFU, and the sweep's run the report."""
+give each of this run's cells' MLflow runs its speedups and MFU (cells included from other
+machines keep theirs where they were logged), and the sweep's run the report."""
 
 from _job import run
 
@@ -17,10 +18,11 @@ def work():
         snakemake.params.ui_url or None, list(inputs.fits), list(inputs.parity),
         list(snakemake.params.include),
     )  # fmt: skip
+    ours = {read_json(p).get("mlflow_run_id") for p in inputs.records}
+    cells = {run: found for run, found in cell_results(summary).items() if run in ours}
     publish_report(
-        read_json(snakemake.input.tracking), report_dir, cell_results(summary),
-        *metrics_and_tags(summary),
-    )  # fmt: skip
+        read_json(snakemake.input.tracking), report_dir, cells, *metrics_and_tags(summary)
+    )
 
 
 run(snakemake, work, (ReportError,))

@@ -54,6 +54,10 @@ def test_two_machines_folders_make_one_report_with_a_section_each(tmp_path):
         "amd-epyc-7b12-64c · cpu", "intel-i7-8565u-8c · cpu", "published (2020) · Tesla V100",
         "published (2020) · Quadro M2200"]  # fmt: skip
     assert "mptbench 0.2.0, TensorFlow 2.21.0" in side and "Measured with different" not in side
+    # Every row as wide as the head, a policy the 2020 machines lacked included.
+    first = side.split("</table>", 1)[0].split("<tr>")
+    widths = {r.count("<td") for r in first if "<td" in r}
+    assert len(widths) == 1, widths
     fits = side.split("What fits where", 1)[1]
     quadro = fits.split("published (2020) · Quadro M2200", 1)[1].split("</tr>", 1)[0]
     assert "<td>128<small>larger: OOM</small></td>" in quadro.replace("\n", "")

@@ -85,9 +85,11 @@ def test_one_cell_measured_twice_is_an_error_naming_both_and_the_same_folder_cou
     assert not (tmp_path / "twice").exists()  # nothing half-written
 
 
-def test_a_folder_that_is_not_results_is_one_line():
-    with pytest.raises(ReportError, match="report.include: /nowhere is not a results/"):
-        write_report([], "/tmp/unused", include=["/nowhere"])
+def test_a_folder_that_is_not_results_is_one_line(tmp_path):
+    missing = tmp_path / "nowhere"
+    with pytest.raises(ReportError, match=f"report.include: {missing} is not a results/"):
+        write_report([], tmp_path / "report", include=[str(missing)])
+    assert not (tmp_path / "report").exists()
 
 
 def test_own_records_come_first_and_others_fill_in():

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import socket
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,7 @@ def cpu_name() -> str:
 def cpu_id() -> str:
     """The CPU's id: its model and the node's logical cores (all of them, not a job's share:
     two jobs on one node get one id)."""
-    return f"{slug(cpu_name())}-{os.cpu_count() or 0}c"
+    return device_id("cpu")
 
 
 def gpu_id(name: str, memory_mb: int | None) -> str:
@@ -75,15 +76,22 @@ def _visible_index(index: int) -> int:
     return index
 
 
-def device_id(device: str) -> str:
-    """The id of a device as this process sees it (`cpu`, `gpu0`, ...)."""
+def _device(device: str) -> tuple[str, str | None]:
+    """(id, model name) of a device as this process sees it (`cpu`, `gpu0`, ...): one read of
+    /proc/cpuinfo or nvidia-smi."""
     index = Device(device).index
     if index is None:
-        return cpu_id()
+        name = cpu_name()
+        return f"{slug(name)}-{os.cpu_count() or 0}c", name
     facts = gpu_facts(_visible_index(index))
     if not facts:
-        return f"unknown-gpu{index}"
-    return gpu_id(facts["name"], facts.get("memory_mb"))
+        return f"unknown-gpu{index}", None
+    return gpu_id(facts["name"], facts.get("memory_mb")), facts["name"]
+
+
+def device_id(device: str) -> str:
+    """The id of a device as this process sees it (`cpu`, `gpu0`, ...)."""
+    return _device(device)[0]
 
 
 def machine_id(gpus: list[dict[str, Any]] | None = None) -> str:
@@ -101,11 +109,8 @@ def machine_id(gpus: list[dict[str, Any]] | None = None) -> str:
 
 def identity(device: str) -> dict[str, Any]:
     """What a job records of where it ran: its device's id and name, and the host."""
-    import socket
-
-    index = Device(device).index
-    name = cpu_name() if index is None else (gpu_facts(_visible_index(index)) or {}).get("name")
-    return {"id": device_id(device), "name": name, "host": socket.gethostname()}
+    found, name = _device(device)
+    return {"id": found, "name": name, "host": socket.gethostname()}
 
 
 class Mismatch(Exception):

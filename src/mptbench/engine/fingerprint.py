@@ -8,6 +8,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from mptbench.core import hardware
 from mptbench.core.devices import Device, gpu_facts
 from mptbench.engine.backends import Backend, Session, tf32_effective
 
@@ -30,17 +31,16 @@ CPU_FLAGS = (
 
 
 def cpu_info() -> dict[str, Any]:
-    model, flags = platform.processor() or platform.machine(), set()
+    flags = set()
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
         for line in cpuinfo.read_text(errors="replace").splitlines():
             key, _, value = line.partition(":")
-            if key.strip() == "model name" and model in ("", platform.machine()):
-                model = value.strip()
-            elif key.strip() == "flags" and not flags:
+            if key.strip() == "flags":
                 flags = set(value.split())
+                break
     return {
-        "model": model,
+        "model": hardware.cpu_name(),  # the name the cell's hardware id is made from
         # The cores this process may use (a SLURM job's share), not the whole node's.
         "logical_cores": len(os.sched_getaffinity(0))
         if hasattr(os, "sched_getaffinity")

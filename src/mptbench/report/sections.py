@@ -22,7 +22,7 @@ from mptbench.report.tables import (
     backends_table,
     cell,
     fmt_ms,
-    machines_table,
+    interleaved,
     plain_table,
     policy_table,
 )
@@ -244,7 +244,9 @@ def machines(summary: pd.DataFrame, published: pd.DataFrame) -> list[dict]:
                 notes[label] = cell("the 2020 experiment", "text")
         out.append({
             "title": f"{model} · {backend} · {variant}: {places.ngroups} machines and devices",
-            "table": machines_table(tables, notes),
+            "table": interleaved(
+                tables, cell("machine", "text"), notes, cell("measured with", "text")
+            ),
             "fits": _fits_table(dict(list(places)), published, pols),
             "warning": (
                 f"Measured with different {', '.join(differ)}: these rows are not a like-for-"

@@ -114,14 +114,26 @@ def backends_table(rows: pd.DataFrame) -> dict:
     """One model, variant and device on several backends: rows batch size and backend, columns
     as in policy_table (every speedup is over the same backend's baseline)."""
     pols = policies(rows)
-    head, body = None, []
     tables = {b: policy_table(mine, pols) for b, mine in rows.groupby("backend", sort=True)}
-    for batch_size in sorted(set(rows["batch_size"])):
-        for backend, table in tables.items():
-            head = head or [table["head"][0], cell("backend"), *table["head"][1:]]
-            for tds in table["rows"]:
-                if tds[0]["text"] == int(batch_size):
-                    body.append([tds[0], cell(backend, "text"), *tds[1:]])
+    return interleaved(tables, cell("backend"))
+
+
+def interleaved(
+    tables: dict[str, dict], label: dict, notes: dict[str, dict] | None = None,
+    notes_head: dict | None = None,
+) -> dict:  # fmt: skip
+    """Policy tables (name: policy_table, same columns) in one: rows batch size, then each
+    table's name under `label` (and its cell of `notes`), the columns policy_table's."""
+    first = next(iter(tables.values()))
+    head = [first["head"][0], label, *([notes_head] if notes else []), *first["head"][1:]]
+    batch_sizes = sorted({tds[0]["text"] for t in tables.values() for tds in t["rows"]})
+    body = [
+        [tds[0], cell(name, "text"), *([notes[name]] if notes else []), *tds[1:]]
+        for batch_size in batch_sizes
+        for name, table in tables.items()
+        for tds in table["rows"]
+        if tds[0]["text"] == batch_size
+    ]
     return {"head": head, "rows": body}
 
 
@@ -131,22 +143,3 @@ def plain_table(df: pd.DataFrame) -> dict:
         "head": [cell(str(c), "text") for c in df.columns],
         "rows": [[cell(text(v), "text") for v in row] for row in df.itertuples(index=False)],
     }
-
-
-def machines_table(tables: dict[str, dict], notes: dict[str, dict] | None = None) -> dict:
-    """Several machines' policy tables (label: policy_table) in one: rows batch size, then
-    machine (each with its note cell, e.g. what measured it), the columns policy_table's."""
-    notes = notes or {}
-    head, body = None, []
-    batch_sizes = sorted({tds[0]["text"] for t in tables.values() for tds in t["rows"]})
-    for batch_size in batch_sizes:
-        for label, table in tables.items():
-            extra = [notes[label]] if notes else []
-            head = head or [
-                table["head"][0], cell("machine", "text"), *([cell("measured with", "text")]
-                if notes else []), *table["head"][1:],
-            ]  # fmt: skip
-            for tds in table["rows"]:
-                if tds[0]["text"] == batch_size:
-                    body.append([tds[0], cell(label, "text"), *extra, *tds[1:]])
-    return {"head": head, "rows": body}

@@ -1,7 +1,12 @@
 """The peak a cell is held to, its MFU, and speedups with their intervals over processes."""
 
+import numpy as np
+import pandas as pd
 import pytest
 
+from mptbench.core import stats
+from mptbench.core.jobs import ArmResult
+from mptbench.jobs.combine import combine
 from mptbench.report.summary import peaks, summarise
 
 CALIBRATION = {
@@ -141,3 +146,74 @@ def test_a_calibration_measured_on_other_hardware_holds_the_cell_to_nothing():
     same = CALIBRATION | {"hardware": {"id": "tesla-v100-sxm2-16gb", "host": "n3"}}
     [row] = summarise([record], {key: same}).to_dict("records")
     assert row["mfu"] == pytest.approx(0.5)
+
+
+def _timed(repeat: int, steps: list[float], twin: list[float]) -> ArmResult:
+    """One process's arm, each step (in s) its own round, its twin's likewise."""
+    return ArmResult(
+        repeat=repeat,
+        policy="p",
+        fingerprint={},
+        outcome="ok",
+        step_s=steps,
+        rounds=list(range(len(steps))),
+        synthetic_step_s=twin,
+        synthetic_rounds=list(range(len(twin))),
+        process=f"p{repeat}",
+        stopped_by="steps",
+    )
+
+
+def _combined(policy: str, dtype: str, scale: float, compute: float) -> dict:
+    """A cell as the train job records it (combine), in 5 processes after a first stage of 3,
+    each process a little slower or faster as a whole, its twin `compute` of its step."""
+    levels = [1.00, 1.08, 0.95, 1.02, 0.99]
+    repeats = [
+        _timed(
+            i,
+            [scale * level * (1 + 0.01 * ((k * (i + 1)) % 4)) for k in range(6)],
+            [compute * scale * level * (1 + 0.02 * ((k + i) % 3)) for k in range(6)],
+        )
+        for i, level in enumerate(levels)
+    ]
+    record = {
+        "device": "cpu",
+        "variant": "pypi",
+        "model": "m",
+        "backend": "tensorflow",
+        "policy": policy,
+        "batch_size": 8,
+        "compute_dtype": dtype,
+        "config": {"train": {"repeats": 3}},
+    }
+    combine(record, repeats, batch_size=8)
+    return record
+
+
+# The column an interval's prefix is the interval of, where it is not the prefix itself.
+VALUE_OF = {"speedup": "speedup_vs_baseline"}
+
+
+def test_every_interval_in_summary_csv_is_recomputed_from_its_own_columns(tmp_path):
+    """value·exp(±t·log_se), t the 95% quantile at the CSV's degrees of freedom: every
+    *_ci_low/*_ci_high pair the CSV prints, from the CSV alone."""
+    records = [
+        _combined("float32", "float32", 0.1, 0.8),
+        _combined("mixed_bfloat16", "bfloat16", 0.06, 0.5),
+    ]
+    summarise(records).to_csv(tmp_path / "summary.csv", index=False)
+    csv = pd.read_csv(tmp_path / "summary.csv")
+    prefixes = [c.removesuffix("_ci_low") for c in csv.columns if c.endswith("_ci_low")]
+    assert {"ms_per_step", "speedup", "speedup_compute", "input_bound_ratio"} <= set(prefixes)
+    for prefix in prefixes:
+        recipe = [VALUE_OF.get(prefix, prefix), *(f"{prefix}_{c}" for c in ("log_se", "df"))]
+        missing = [c for c in [f"{prefix}_ci_high", *recipe] if c not in csv.columns]
+        assert not missing, f"{prefix}'s interval has no recipe: no {missing} in summary.csv"
+        shown = csv.dropna(subset=[f"{prefix}_ci_low"])
+        assert len(shown), f"no row shows {prefix}'s interval: the test covers nothing of it"
+        value, log_se, df = (shown[c].to_numpy() for c in recipe)
+        half = np.array([stats.t_quantile(0.95, int(d)) for d in df]) * log_se
+        assert shown[f"{prefix}_ci_low"].tolist() == pytest.approx(value * np.exp(-half))
+        assert shown[f"{prefix}_ci_high"].tolist() == pytest.approx(value * np.exp(half))
+    # Under Stein's procedure the speedup's degrees of freedom are the first stage's 3 less one.
+    assert csv.set_index("policy").loc["mixed_bfloat16", "speedup_df"] == 2

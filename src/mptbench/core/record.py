@@ -4,12 +4,17 @@ report's run table read.
 A field's `path` says where it lives in a run record (dotted, into nested dicts); a field
 without a path is worked out by the report from several records (speedups, peaks, MFU).
 Adding a column is adding a line here (and, for a measured one, setting it in the cell).
+Every interval (`<x>_ci_low`, `<x>_ci_high`) has `<x>_log_se` and `<x>_df` beside it
+(`interval`), so summary.csv alone recomputes it, at 95% or any other confidence.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mptbench.core.stats import Estimate
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,8 @@ FIELDS: tuple[Field, ...] = (
     ),  # fmt: skip
     F("ms_per_step_ci_low", float, metric=True, doc="95% t interval over processes"),
     F("ms_per_step_ci_high", float, metric=True),
+    F("ms_per_step_log_se", float, doc="standard error of its mean log (recomputes the interval)"),
+    F("ms_per_step_df", int, doc="degrees of freedom of its interval (processes - 1)"),
     F("ms_per_step_p10", float, metric=True),
     F("ms_per_step_p90", float, metric=True),
     F("images_per_sec", float, metric=True),
@@ -89,14 +96,19 @@ FIELDS: tuple[Field, ...] = (
     F("speedup_ci_high", float, None),
     F("speedup_processes", int, None, doc="processes the speedup's interval is over"),
     F("speedup_log_se", float, None, doc="standard error of its mean log (any confidence)"),
+    F("speedup_df", int, None, doc="degrees of freedom of its interval (Stein: the first stage's)"),
     F("speedup_paired", bool, None, doc="timed in the same processes as the baseline, in turns"),
     F("speedup_verdict", str, None, doc="faster, slower or no measurable difference"),
     F("synthetic_ms_per_step", float, metric=True, doc="the same steps on in-memory data"),
     F("synthetic_ms_per_step_ci_low", float, metric=True),
     F("synthetic_ms_per_step_ci_high", float, metric=True),
+    F("synthetic_ms_per_step_log_se", float),
+    F("synthetic_ms_per_step_df", int),
     F("input_bound_ratio", float, metric=True, doc="the step over its twin's, per process"),
     F("input_bound_ratio_ci_low", float, metric=True, doc="95% interval over processes"),
     F("input_bound_ratio_ci_high", float, metric=True),
+    F("input_bound_ratio_log_se", float),
+    F("input_bound_ratio_df", int),
     F("input_ms_per_batch", float, metric=True, doc="the input pipeline alone, no model"),
     F("input_cpu_ms_per_batch", float, metric=True, doc="its CPU time (all threads)"),
     F(
@@ -126,6 +138,8 @@ FIELDS: tuple[Field, ...] = (
     F("speedup_compute", float, None, doc="the twins' speedup: compute only, no input"),
     F("speedup_compute_ci_low", float, None),
     F("speedup_compute_ci_high", float, None),
+    F("speedup_compute_log_se", float, None),
+    F("speedup_compute_df", int, None),
     F("flops_per_step", float, metric=True),
     F("conv_flops_per_step", float, metric=True),
     F("matmul_flops_per_step", float, metric=True),
@@ -182,3 +196,19 @@ METRICS = [f.name for f in FIELDS if f.metric]
 RUNS_TABLE = [f.name for f in FIELDS if f.runs_table]
 # What every run record must say, or the report cannot place it.
 REQUIRED = ("device", "policy", "batch_size", "outcome")
+
+
+def interval(prefix: str, estimate: Estimate, scale: float = 1.0) -> dict[str, Any]:
+    """The columns an interval is kept in: its ends (`scale` times the estimate's: 1000 for
+    ms) and what recomputes them at any confidence, value·exp(±t(df)·log_se): the standard
+    error of the mean log and the degrees of freedom (under Stein's procedure the first
+    stage's processes less one, not all of them less one). All None without an interval."""
+    if estimate.low is None:
+        names = ("ci_low", "ci_high", "log_se", "df")
+        return {f"{prefix}_{name}": None for name in names}
+    return {
+        f"{prefix}_ci_low": scale * estimate.low,
+        f"{prefix}_ci_high": scale * estimate.high,
+        f"{prefix}_log_se": estimate.log_se,
+        f"{prefix}_df": estimate.df or estimate.n - 1,
+    }

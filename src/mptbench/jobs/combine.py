@@ -16,6 +16,7 @@ from typing import Any
 
 from mptbench.core import stats
 from mptbench.core.jobs import ArmResult, ModelInfo
+from mptbench.core.record import interval
 from mptbench.core.stats import percentile
 from mptbench.jobs.profiles import breakdown, xplane_of
 
@@ -28,11 +29,7 @@ def step_figures(repeats: list[list[float]], batch_size: int, prefix: str = "ms_
     """A cell's step over repeats of step seconds, its interval and spread, in ms."""
     estimate = stats.step_estimate(repeats)
     pooled = [s for steps in repeats for s in steps]
-    figures = {
-        prefix: 1000 * estimate.value,
-        f"{prefix}_ci_low": None if estimate.low is None else 1000 * estimate.low,
-        f"{prefix}_ci_high": None if estimate.high is None else 1000 * estimate.high,
-    }
+    figures = {prefix: 1000 * estimate.value} | interval(prefix, estimate, scale=1000)
     if prefix == "ms_per_step":
         figures.update(
             ms_per_step_p10=1000 * percentile(pooled, 10),
@@ -138,11 +135,7 @@ def _input_bound(repeats: list[ArmResult]) -> dict[str, Any]:
         for r in repeats
     ]
     estimate = stats.of_logs(logs)
-    return {
-        "input_bound_ratio": estimate.value,
-        "input_bound_ratio_ci_low": estimate.low,
-        "input_bound_ratio_ci_high": estimate.high,
-    }
+    return {"input_bound_ratio": estimate.value} | interval("input_bound_ratio", estimate)
 
 
 def _input_cost(repeats: list[ArmResult]) -> dict[str, Any]:

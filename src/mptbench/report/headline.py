@@ -5,7 +5,9 @@ it when a run ends); the sweep's MLflow run keeps it as metrics and tags.
 The best of N cells is a choice, and the best of N cells with no true effect looks faster
 by chance far more often than 1 time in 20: its interval is widened for the choice
 (Bonferroni: each of N intervals at 1 - 0.05/N, so all N hold together 95% of the time), its
-verdict judged on that, and the headline says "best of N".
+verdict judged on that, and the headline says "best of N". It is rebuilt from summary.csv's
+speedup_log_se and speedup_df, the cell's own degrees of freedom: under Stein's procedure
+those of the first stage, so it is never narrower than the cell's own 95% interval.
 """
 
 from __future__ import annotations
@@ -48,13 +50,25 @@ def best(rows: pd.DataFrame) -> Best | None:
     if hit.empty:
         return None
     top = hit.sort_values("speedup_vs_baseline", ascending=False).iloc[0]
-    estimate = None
-    if pd.notna(top.get("speedup_log_se")) and pd.notna(top.get("speedup_processes")):
-        estimate = stats.Estimate(
-            float(top["speedup_vs_baseline"]), int(top["speedup_processes"]),
-            float(top["speedup_log_se"]),
-        ).at(stats.simultaneous(stats.CONFIDENCE, len(hit)))  # fmt: skip
+    estimate = cell_estimate(top)
+    if estimate is not None:
+        estimate = estimate.at(stats.simultaneous(stats.CONFIDENCE, len(hit)))
     return Best(top, len(hit), estimate)
+
+
+def cell_estimate(row: pd.Series) -> stats.Estimate | None:
+    """The cell's speedup as its own interval was worked out: its standard error and its
+    degrees of freedom (Stein's first stage's where processes were added, not all of them
+    less one); None where it has no interval."""
+    needed = ("speedup_log_se", "speedup_processes", "speedup_df")
+    if not all(pd.notna(row.get(c)) for c in needed):
+        return None
+    return stats.Estimate(
+        float(row["speedup_vs_baseline"]),
+        int(row["speedup_processes"]),
+        float(row["speedup_log_se"]),
+        df=int(row["speedup_df"]),
+    )
 
 
 def counts(rows: pd.DataFrame) -> dict[str, int]:

@@ -14,7 +14,7 @@ from mptbench.core import stats
 from mptbench.core.cells import AXES, GROUP_AXES
 from mptbench.core.hardware import mismatch as hardware_mismatch
 from mptbench.core.policies import policy_of_record
-from mptbench.core.record import COLUMNS, FIELDS
+from mptbench.core.record import COLUMNS, FIELDS, interval
 
 # A report group: one model on one Keras backend, with one variant, on one device.
 GROUP_KEYS = list(GROUP_AXES)
@@ -187,7 +187,6 @@ def _speedups(df: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
             _put(df, i, "speedup", estimate)
             df.at[i, "speedup_vs_baseline"] = estimate.value
             df.at[i, "speedup_processes"], df.at[i, "speedup_paired"] = estimate.n, paired
-            df.at[i, "speedup_log_se"] = estimate.log_se
             df.at[i, "speedup_verdict"] = stats.verdict(estimate)
         twin, _ = speedup(records[j], records[i], "synthetic_step_ms", "synthetic_rounds")
         if twin is not None:
@@ -207,8 +206,10 @@ def _memory_ratio(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _put(df: pd.DataFrame, i: int, prefix: str, estimate: stats.Estimate) -> None:
-    if estimate.low is not None:
-        df.at[i, f"{prefix}_ci_low"], df.at[i, f"{prefix}_ci_high"] = estimate.low, estimate.high
+    """The interval's ends with its log standard error and degrees of freedom (record.py)."""
+    for column, value in interval(prefix, estimate).items():
+        if value is not None:
+            df.at[i, column] = value
 
 
 def add_speedup(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:

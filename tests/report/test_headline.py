@@ -1,0 +1,92 @@
+"""The headline's best of N: its interval widened for the choice, on the cell's own degrees of
+freedom, so it is never narrower than the cell's own 95% interval."""
+
+import math
+
+import pytest
+
+from mptbench.core import stats
+from mptbench.report.headline import best, lines
+from mptbench.report.summary import summarise
+
+# Per-process log speedups of one cell, 5 processes of which the first 3 were planned.
+STEIN_LOGS = [0.0165, 0.04, 0.0635, 0.04, 0.04]
+
+
+def _cell(policy: str, logs: list[float], planned: int | None = None, baseline=False) -> dict:
+    """A record timed in one process per log speedup, 4 steps in 4 rounds each; `planned`:
+    train.repeats (the first stage under Stein's procedure)."""
+    repeats = [
+        {
+            "repeat": i + 1,
+            "process": f"p{i}",
+            "outcome": "ok",
+            "step_ms": [100.0 * math.exp(-x)] * 4,
+            "rounds": [0, 1, 2, 3],
+        }
+        for i, x in enumerate(logs)
+    ]
+    record = {
+        "device": "cpu",
+        "variant": "pypi",
+        "model": "m",
+        "backend": "tensorflow",
+        "policy": policy,
+        "batch_size": 8,
+        "outcome": "ok",
+        "ms_per_step": 100.0,
+        "compute_dtype": "float32" if baseline else "bfloat16",
+        "baseline": baseline,
+        "repeats": repeats,
+    }
+    if planned:
+        record["config"] = {"train": {"repeats": planned}}
+    return record
+
+
+def _summary(logs: list[float], others: int, planned: int | None = None):
+    """The cell with `logs` and `others` slower cells beside it, each against one baseline."""
+    records = [
+        _cell("float32", [0.0] * len(logs), planned, baseline=True),
+        _cell("best", logs, planned),
+    ]
+    records += [_cell(f"slower{k}", [x - 0.2 for x in logs], planned) for k in range(others)]
+    return summarise(records)
+
+
+def _t_of(estimate: stats.Estimate) -> float:
+    return estimate.log_half_width / estimate.log_se
+
+
+@pytest.mark.parametrize(
+    ("planned", "count", "df"),
+    [(3, 4, 2), (3, 2, 2), (None, 4, 4), (None, 2, 4)],
+    ids=["stein-best-of-4", "stein-best-of-2", "5-processes-best-of-4", "5-processes-best-of-2"],
+)
+def test_the_best_of_n_is_widened_on_the_cells_own_degrees_of_freedom(planned, count, df):
+    summary = _summary(STEIN_LOGS, count - 1, planned)
+    top = best(summary)
+    row = top.row
+    assert row["policy"] == "best" and top.count == count and row["speedup_df"] == df
+    # Stein: 8.86 for the best of 4 (not 4.31, 5 processes less one), 6.21 for the best of 2.
+    assert _t_of(top.estimate) == pytest.approx(stats.t_quantile(1 - 0.05 / count, df))
+    assert top.estimate.low <= row["speedup_ci_low"] and top.estimate.high >= row["speedup_ci_high"]
+    assert top.estimate.high - top.estimate.low > row["speedup_ci_high"] - row["speedup_ci_low"]
+
+
+def test_a_cell_the_summary_calls_no_measurable_difference_is_not_faster_in_the_headline():
+    """The reproduced case: 5 processes after a first stage of 3, 1.04x whose own 95% interval
+    (0.995-1.089) holds 1; the best of 2 read 1.00-1.08, faster, on 4 degrees of freedom."""
+    summary = _summary(STEIN_LOGS, 1, planned=3)
+    row = summary.set_index("policy").loc["best"]
+    assert row["speedup_verdict"] == "no measurable difference" and row["speedup_ci_low"] < 1
+    [line] = lines(summary)
+    assert "best of 2: best at batch 8: 1.04× (95% interval for the best of 2 0.98–1.11)" in line
+    assert line.endswith("no measurable difference; 3 of 3 cells ran, 0 over budget, 0 failed")
+
+
+def test_a_cell_without_an_interval_is_unjudged():
+    summary = _summary([0.05], 0)
+    top = best(summary)
+    assert top.estimate is None and top.verdict is None
+    assert "1.05× (no interval), unjudged" in lines(summary)[0]

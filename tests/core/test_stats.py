@@ -2,17 +2,21 @@
 
 import math
 import random
+import statistics
 
 import pytest
 
 from mptbench.core import stats
 
 
-def test_a_step_is_the_geometric_mean_of_process_medians_with_a_t_interval():
+def test_a_step_is_the_geometric_mean_of_process_means_with_a_t_interval():
     processes = [[0.10, 0.11, 0.10], [0.20, 0.21, 0.20], [0.15, 0.15, 0.16]]
     estimate = stats.step_estimate(processes)
-    assert estimate.value == pytest.approx((0.10 * 0.20 * 0.15) ** (1 / 3))
-    logs = [math.log(m) for m in (0.10, 0.20, 0.15)]
+    means = (0.31 / 3, 0.61 / 3, 0.46 / 3)
+    assert estimate.value == pytest.approx((means[0] * means[1] * means[2]) ** (1 / 3))
+    median = stats.step_estimate(processes, center=statistics.median).value
+    assert median == pytest.approx((0.10 * 0.20 * 0.15) ** (1 / 3)) and median < estimate.value
+    logs = [math.log(m) for m in means]
     se = (sum((x - sum(logs) / 3) ** 2 for x in logs) / 2) ** 0.5 / 3**0.5
     assert estimate.log_se == pytest.approx(se)
     # Student's t with 2 degrees of freedom: 4.30, not the normal 1.96.

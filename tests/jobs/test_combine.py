@@ -1,5 +1,8 @@
 """A cell's record from its repeats."""
 
+import math
+import statistics
+
 import pytest
 
 from mptbench.core import stats
@@ -17,7 +20,7 @@ def _repeat(i, steps, outcome="ok", twin=None, reason=None):
     )  # fmt: skip
 
 
-def test_three_repeats_give_a_geometric_mean_and_a_t_interval_over_processes():
+def test_three_repeats_give_a_geometric_mean_of_mean_steps_and_a_t_interval_over_processes():
     repeats = [
         _repeat(0, [0.10, 0.11, 0.10], twin=[0.09, 0.09]),
         _repeat(1, [0.20, 0.21, 0.20], twin=[0.18, 0.18]),
@@ -28,18 +31,21 @@ def test_three_repeats_give_a_geometric_mean_and_a_t_interval_over_processes():
     record = {"predicted_step_s": 0.3} | model_figures(info, batch_size=8)
     combine(record, repeats, batch_size=8)
     assert record["outcome"] == "ok" and record["reason"] is None
-    geometric = (100 * 200 * 150) ** (1 / 3)
-    assert record["ms_per_step"] == pytest.approx(geometric)
-    assert record["ms_per_step_ci_low"] < 100 and record["ms_per_step_ci_high"] > 200
-    assert record["timed_steps"] == 9 and len(record["repeats"]) == 3
+    means = (310 / 3, 610 / 3, 460 / 3)  # each process's mean timed step, in ms
+    assert record["ms_per_step"] == pytest.approx((means[0] * means[1] * means[2]) ** (1 / 3))
+    assert record["ms_per_step_median"] == pytest.approx((100 * 200 * 150) ** (1 / 3))
+    assert record["ms_per_step_ci_low"] < 100 and record["ms_per_step_ci_high"] > 210
+    assert record["timed_steps"] == record["timed_samples"] == 9 and len(record["repeats"]) == 3
+    assert record["repeats"][0]["ms_per_step"] == pytest.approx(means[0])
+    assert record["repeats"][0]["ms_per_step_median"] == pytest.approx(100)
     assert record["repeats"][1]["step_ms"] == [200.0, 210.0, 200.0]
     assert record["repeats"][1]["process"] == "p1" and record["repeats"][1]["rounds"] == [0] * 3
     assert record["synthetic_ms_per_step"] == pytest.approx((90 * 180 * 140) ** (1 / 3))
-    # Each process's step over its twin's (10/9, 10/9, 15/14), then their geometric mean.
-    assert record["input_bound_ratio"] == pytest.approx((10 / 9 * 10 / 9 * 15 / 14) ** (1 / 3))
-    assert (
-        record["input_bound_ratio_ci_low"] < 15 / 14 < 10 / 9 < record["input_bound_ratio_ci_high"]
-    )
+    # Each process's mean step over its twin's, then their geometric mean.
+    ratios = (means[0] / 90, means[1] / 180, means[2] / 140)
+    assert record["input_bound_ratio"] == pytest.approx(math.prod(ratios) ** (1 / 3))
+    assert record["input_bound_ratio_ci_low"] < min(ratios) < max(ratios)
+    assert max(ratios) < record["input_bound_ratio_ci_high"]
     assert record["flops_per_step"] == 4e9 and record["conv_flops_per_step"] == 3e9
     assert record["other_flops_per_step"] == 8e7 and record["parameters"] == 1234
     ms = record["ms_per_step"]
@@ -77,3 +83,28 @@ def test_a_repeat_that_did_not_end_ok_decides_the_outcome_and_keeps_its_step():
     assert record["outcome"] == "over_budget"
     assert record["reason"] == "repeat 2: the first timed step took 25.0 s"
     assert record["repeats"][1]["ms_per_step"] == 25000.0
+
+
+def test_a_cell_with_slow_outlier_steps_is_as_slow_as_its_mean_step_not_its_median():
+    """3 steps in 100 1.5-3x slow: wall time follows the mean, 3.75% above the median."""
+    slowdowns = [1.0] * 97 + [1.5, 2.25, 3.0]
+    repeats = [
+        _repeat(i, [0.1 * level * x for x in slowdowns])
+        for i, level in enumerate([1.0, 1.02, 0.99])
+    ]
+    record = {"flops_per_step": 1e9}
+    combine(record, repeats, batch_size=8)
+    assert record["ms_per_step"] / record["ms_per_step_median"] == pytest.approx(1.0375)
+    wall = [r.timed_wall_s / len(r.step_s) for r in repeats]  # each process's wall time a step
+    assert record["ms_per_step"] == pytest.approx(1000 * statistics.geometric_mean(wall))
+    assert record["images_per_sec"] == pytest.approx(8000 / record["ms_per_step"])
+    assert record["achieved_tflops"] == pytest.approx(1e9 / (record["ms_per_step"] / 1000) / 1e12)
+
+
+def test_timed_steps_count_steps_and_timed_samples_the_blocks_they_were_timed_in():
+    repeats = [_repeat(i, [0.1] * 12) for i in range(3)]
+    for r in repeats:
+        r.steps_per_sample = 10  # device.gpu.block_steps: one sample per 10 steps
+    record = {}
+    combine(record, repeats, batch_size=8)
+    assert record["timed_samples"] == 36 and record["timed_steps"] == 360

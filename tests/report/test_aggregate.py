@@ -98,11 +98,13 @@ def make_record(device, policy, batch_size, outcome, ms_per_step, reason) -> dic
         record.update(
             model="seed_convnet",
             ms_per_step=ms_per_step,
+            ms_per_step_median=0.99 * ms_per_step,
             ms_per_step_ci_low=0.97 * ms_per_step,
             ms_per_step_ci_high=1.03 * ms_per_step,
             ms_per_step_p10=0.9 * ms_per_step,
             ms_per_step_p90=1.1 * ms_per_step,
             timed_steps=3 * len(steps),
+            timed_samples=3 * len(steps),
             images_per_sec=1000 * batch_size / ms_per_step,
             final_val_accuracy=0.5 if policy == "float32" else 0.49,
             repeats=repeats(device, policy, batch_size, ms_per_step),
@@ -174,6 +176,7 @@ def test_summary_has_one_row_per_record_with_speedups(built):
     assert by_cell["gpu0", "mixed_float16", 128]["speedup_verdict"] == "no measurable difference"
     assert by_cell["cpu", "float32", 32]["repeats"] == "3"
     assert by_cell["gpu0", "mixed_float16", 128]["speedup_processes"] == "3"
+    assert by_cell["gpu0", "mixed_float16", 128]["speedup_df"] == "2"
     # No float32 timing at gpu0 batch 64 (it ran out of memory), so no speedup there.
     assert speedup["gpu0", "mixed_float16", 64] == ""
     assert by_cell["gpu0", "float32", 64]["outcome"] == "oom"

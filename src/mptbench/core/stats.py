@@ -6,7 +6,7 @@ caches, other tenants) is, on a shared machine, the larger part of the noise, so
 is a Student t interval over processes, never over the steps within one (steps are
 autocorrelated, and a bootstrap that treats them as independent covers far too little):
 
-- a cell's step: the geometric mean of its processes' median steps, the interval a t interval
+- a cell's step: the geometric mean of its processes' mean steps, the interval a t interval
   on their logarithms;
 - a speedup: the policies of one comparison group run in the same processes, taking turns in
   rounds (engine/rounds.py), so each process gives one paired figure, the mean over its rounds
@@ -116,10 +116,14 @@ def of_logs(
     return Estimate(math.exp(mean), n, se, confidence, df=len(stage) - 1)
 
 
-def step_estimate(per_process_steps: Sequence[Sequence[float]]) -> Estimate:
-    """A cell's step: the geometric mean of its processes' median steps, with a t interval."""
-    medians = [statistics.median(s) for s in per_process_steps if len(s)]
-    return of_logs([math.log(m) for m in medians])
+def step_estimate(
+    per_process_steps: Sequence[Sequence[float]], center=statistics.fmean
+) -> Estimate:
+    """A cell's step: per process its mean timed step (what wall time follows: a few slow
+    steps count), then their geometric mean, with a t interval on their logarithms.
+    `center=statistics.median` gives the geometric mean of the processes' median steps."""
+    centers = [center(s) for s in per_process_steps if len(s)]
+    return of_logs([math.log(c) for c in centers])
 
 
 def round_medians(steps: Sequence[float], rounds: Sequence[int]) -> dict[int, float]:

@@ -2,9 +2,11 @@
 FLOP rates, and each repeat's raw steps with their rounds and process (in ms: the report
 pairs them with the baseline's, process by process and round by round, for the speedup).
 
-The cell's step is the geometric mean of its repeats' median steps, its interval a t interval
-over processes on their logarithms (core/stats.py): what changes from one process to the next
-is in it, and with one repeat there is none.
+The cell's step is its mean step, what a user's wall time follows (a few slow steps count):
+per repeat the mean timed step, then their geometric mean, its interval a t interval over
+processes on their logarithms (core/stats.py): what changes from one process to the next is
+in it, and with one repeat there is none. The median step is kept beside it; FLOP rates and
+images/s follow the mean.
 """
 
 from __future__ import annotations
@@ -25,19 +27,28 @@ def _ms(seconds: list[float]) -> list[float]:
     return [round(1000 * s, 4) for s in seconds]
 
 
-def step_figures(repeats: list[list[float]], batch_size: int, prefix: str = "ms_per_step"):
-    """A cell's step over repeats of step seconds, its interval and spread, in ms."""
+def step_figures(repeats: list[list[float]], prefix: str = "ms_per_step") -> dict[str, Any]:
+    """A cell's mean step over repeats of step seconds, with its interval, in ms."""
     estimate = stats.step_estimate(repeats)
+    return {prefix: 1000 * estimate.value} | interval(prefix, estimate, scale=1000)
+
+
+def timed_figures(timed: list[ArmResult], batch_size: int) -> dict[str, Any]:
+    """The cell's step (step_figures) with its median beside it, the spread of its timed
+    samples, images/s at the mean step, and how much was timed: samples, and steps (a sample
+    is one step, or on GPUs the mean of a block of block_steps steps)."""
+    repeats = [r.step_s for r in timed]
     pooled = [s for steps in repeats for s in steps]
-    figures = {prefix: 1000 * estimate.value} | interval(prefix, estimate, scale=1000)
-    if prefix == "ms_per_step":
-        figures.update(
-            ms_per_step_p10=1000 * percentile(pooled, 10),
-            ms_per_step_p90=1000 * percentile(pooled, 90),
-            images_per_sec=batch_size / estimate.value,
-            timed_steps=len(pooled),
-        )
-    return figures
+    figures = step_figures(repeats)
+    median = stats.step_estimate(repeats, center=statistics.median)
+    return figures | {
+        "ms_per_step_median": 1000 * median.value,
+        "ms_per_step_p10": 1000 * percentile(pooled, 10),
+        "ms_per_step_p90": 1000 * percentile(pooled, 90),
+        "images_per_sec": batch_size / (figures["ms_per_step"] / 1000),
+        "timed_samples": len(pooled),
+        "timed_steps": sum(len(r.step_s) * r.steps_per_sample for r in timed),
+    }
 
 
 def _outcome(repeats: list[ArmResult]) -> tuple[str, str | None]:
@@ -53,7 +64,8 @@ def _per_repeat(r: ArmResult) -> dict[str, Any]:
         "repeat": r.repeat + 1,
         "process": r.process,
         "outcome": r.outcome,
-        "ms_per_step": 1000 * statistics.median(r.step_s) if r.step_s else None,
+        "ms_per_step": 1000 * statistics.fmean(r.step_s) if r.step_s else None,
+        "ms_per_step_median": 1000 * statistics.median(r.step_s) if r.step_s else None,
         "cpu_percent": r.cpu_percent,
         "stopped_by": r.stopped_by,
         "timed_wall_s": r.timed_wall_s,
@@ -107,7 +119,7 @@ def combine(record: dict[str, Any], repeats: list[ArmResult], batch_size: int) -
     timed = [r for r in repeats if r.step_s]
     if not timed:
         return
-    record.update(step_figures([r.step_s for r in timed], batch_size))
+    record.update(timed_figures(timed, batch_size))
     record["stopped_by"] = ", ".join(dict.fromkeys(r.stopped_by for r in timed))
     usage = [r.cpu_percent for r in repeats if r.cpu_percent is not None]
     record["trainer_cpu_percent"] = statistics.median(usage) if usage else None
@@ -117,8 +129,7 @@ def combine(record: dict[str, Any], repeats: list[ArmResult], batch_size: int) -
     ok = [r for r in timed if r.outcome == "ok"]
     twins = [r for r in ok if r.synthetic_step_s]
     if twins:
-        record.update(step_figures([r.synthetic_step_s for r in twins], batch_size,
-                                   prefix="synthetic_ms_per_step"))  # fmt: skip
+        record.update(step_figures([r.synthetic_step_s for r in twins], "synthetic_ms_per_step"))
         record.update(_input_bound(twins))
     record.update(_input_cost(ok))
     if ok:
@@ -128,10 +139,10 @@ def combine(record: dict[str, Any], repeats: list[ArmResult], batch_size: int) -
 
 
 def _input_bound(repeats: list[ArmResult]) -> dict[str, Any]:
-    """The step over its synthetic twin's, process by process (both ran in the same one), with
-    a t interval over processes: an input-bound verdict needs the whole interval above 1."""
+    """The mean step over its synthetic twin's, process by process (both ran in the same one),
+    with a t interval over processes: an input-bound verdict needs the whole interval above 1."""
     logs = [
-        math.log(statistics.median(r.step_s) / statistics.median(r.synthetic_step_s))
+        math.log(statistics.fmean(r.step_s) / statistics.fmean(r.synthetic_step_s))
         for r in repeats
     ]
     estimate = stats.of_logs(logs)
@@ -140,7 +151,7 @@ def _input_bound(repeats: list[ArmResult]) -> dict[str, Any]:
 
 def _input_cost(repeats: list[ArmResult]) -> dict[str, Any]:
     """The input pipeline's own cost per batch (median over the processes that timed it) and,
-    where no twin ran, the most the step can be over its compute because of it (the largest
+    where no twin ran, the most the mean step can be over its compute because of it (the largest
     over those processes: core/stats.py input_bound_most) with the reason."""
     timed = [r for r in repeats if r.input_s is not None]
     if not timed:
@@ -152,7 +163,7 @@ def _input_cost(repeats: list[ArmResult]) -> dict[str, Any]:
     skipped = [r for r in timed if r.twin_note]
     if skipped and not any(r.synthetic_step_s for r in repeats):
         figures["input_bound_ratio_most"] = max(
-            stats.input_bound_most(statistics.median(r.step_s), max(r.input_s, r.input_cpu_s))
+            stats.input_bound_most(statistics.fmean(r.step_s), max(r.input_s, r.input_cpu_s))
             for r in skipped
         )
         figures["twin_note"] = skipped[0].twin_note

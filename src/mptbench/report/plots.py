@@ -1,4 +1,5 @@
-"""The report's plots: median ms/step against batch size, ours and the published ones."""
+"""The report's plots: ms/step against batch size (ours the mean step), ours and the published
+ones."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def _batch_axis(ax, rows: pd.DataFrame) -> None:
     ax.set_xticks(batch_sizes, [str(b) for b in batch_sizes])
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("batch size")
-    ax.set_ylabel("ms per step (median)")
+    ax.set_ylabel("ms per step")
 
 
 def _policy_lines(ax, rows: pd.DataFrame, ok: pd.DataFrame) -> None:
@@ -115,7 +116,7 @@ def png(fig) -> bytes:
 
 
 def ms_per_step_figure(rows: pd.DataFrame, title: str) -> bytes:
-    """Median ms/step against batch size per policy, with 95% interval bars."""
+    """Mean ms/step against batch size per policy, with 95% interval bars."""
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     _panel(ax, title, rows)
     fig.tight_layout()

@@ -28,7 +28,7 @@ from mptbench.report.tables import (
 )
 
 PLOT_ALT = {
-    "ms_per_step.png": "median ms per step against batch size, per policy, with 95% intervals",
+    "ms_per_step.png": "mean ms per step against batch size, per policy, with 95% intervals",
     "speedup.png": "speedup over the baseline against batch size, with the published speedups",
     "tflops.png": "achieved TFLOP/s against batch size, with the calibrated peaks",
     "breakdown.png": "milliseconds per step by op class, per batch size and policy",

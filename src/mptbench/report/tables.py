@@ -53,7 +53,7 @@ def speedup_cell(speedup, low=None, high=None, verdict=None) -> dict:
 
 
 def ms_cell(row: pd.Series | None) -> dict:
-    """A cell's median ms/step with its 95% interval, or the outcome that left it without one."""
+    """A cell's mean ms/step with its 95% interval, or the outcome that left it without one."""
     if row is None:
         return cell("—", "missing", "not run")
     if row["outcome"] != "ok" or pd.isna(row["ms_per_step"]):

@@ -9,6 +9,7 @@ from workflow_helpers import smoke_cell_run as smoke_run
 from mptbench.core.jobs import RepeatJob
 from mptbench.core.policies import Policy
 from mptbench.engine.repeat import profiled_steps, run_repeat
+from mptbench.engine.timing import PAST_EPOCHS
 
 pytestmark = pytest.mark.slow
 
@@ -118,6 +119,24 @@ def test_a_block_of_steps_gives_one_sample_of_the_per_step_time(tf, prepared32):
     assert len(result.warmup_s) == 1 and len(result.step_s) == 24 // 4
     assert result.steps_per_sample == 4
     assert 4 * sum(result.step_s) == pytest.approx(result.timed_wall_s, rel=0.05)
+
+
+def test_blocks_of_10_in_an_epoch_of_18_steps_still_time_the_minimum(tf, prepared32, tmp_path):
+    """As a GPU runs Imagenette at batch 512: 18 steps an epoch in blocks of 10 (Keras runs
+    2 whole blocks, the first warm-up), one epoch. The engine gives fit a second epoch and the
+    clock stops once 3 samples are timed; validation follows each epoch; the synthetic twin
+    and the profile time their own blocks."""
+    timing = {"warmup_steps": 2, "warmup_epochs": 0, "min_timed_steps": 3, "time_budget_s": None}
+    after = {"synthetic_twin": "always", "profile_steps": 1, "profile_seconds": None}
+    run = smoke_run(batch_size=4, epochs=1, steps_per_epoch=18, validate=True, **timing, **after)
+    run = replace(run, device=replace(run.device, block_steps=10))
+    (result,) = _group(tf, [run], prepared32, profile_dirs=(str(tmp_path),)).arms
+    assert result.outcome == "ok" and result.steps_per_sample == 10
+    assert len(result.warmup_s) == 1 and len(result.step_s) == 3
+    assert result.stopped_by == PAST_EPOCHS
+    assert [e["epoch"] for e in result.epochs] == [1, 2] and "val_accuracy" in result.epochs[-1]
+    assert len(result.synthetic_step_s) == 3
+    assert result.profile.steps == 10 and len(result.profile.step_s) == 1
 
 
 def test_two_policies_take_turns_in_one_process(tf, prepared32, tmp_path):

@@ -1,13 +1,21 @@
 """The step clock: warm-up excluded; timing ends at a count or a budget (never before the
 minimum), or after a first timed step that alone is over the limit; with arms taking turns,
-each arm's budget and wall time count its own turns only."""
+each arm's budget and wall time count its own turns only. Where a cell's epochs hold too few
+samples (blocks of 10 steps on a GPU at a large batch), fit runs on past them, only until the
+minimum is timed."""
 
 import itertools
+from dataclasses import replace
 
 import pytest
+from workflow_helpers import ROOT
 
+from mptbench.engine.repeat import _clock, fit_length
 from mptbench.engine.rounds import Rounds
-from mptbench.engine.timing import StepClock, after_turn
+from mptbench.engine.timing import PAST_EPOCHS, StepClock, after_turn, fit_epochs
+from mptbench.plan import Cell, compose_config, run_config
+
+IMAGENETTE_TRAIN = 9469  # imagenette2-320's training images: 18 steps an epoch at batch 512
 
 
 class FakeTime:
@@ -27,6 +35,142 @@ def _run(clock: StepClock, time: FakeTime, durations) -> int:
         if clock.batch_end(loss=1.0):
             return n
     return n
+
+
+def _keras_fit(clock: StepClock, time: FakeTime, fit: dict, block: int, seconds=None) -> list:
+    """Keras 3's fit loop (keras/src/backend/tensorflow/trainer.py) around the clock, as
+    make_step_timer's callback feeds it, on data that repeats: an epoch's blocks start at
+    range(0, steps_per_epoch, block) (trainers/epoch_iterator.py), each runs `block` whole
+    steps (the last too: the data does not run out) and is called back with its first and last
+    step; stop_training is read after each block and after each epoch. `seconds(i)` is block
+    i's time per step (0.1 s). The blocks run, as (epoch, first step)."""
+    ran = []
+    for epoch in range(fit["epochs"]):
+        clock.epoch_begin(epoch)
+        stop = False
+        for begin in range(0, fit["steps_per_epoch"], block):
+            clock.batch_begin()
+            time.t += block * (seconds(len(ran)) if seconds else 0.1)
+            ran.append((epoch, begin))
+            end = begin + block - 1
+            if stop := clock.batch_end(loss=1.0, steps=end - begin + 1):
+                break
+        time.t += 2.0  # validation and the epoch's end: not step time
+        if clock.epoch_end(epoch, {"loss": 1.0}) or stop:
+            break
+    clock.train_end()
+    return ran
+
+
+def _cell(device: str, batch_size: int = 512, **train):
+    """The default experiment's run of a cell (conf/, train/benchmark.yaml), train changed."""
+    cfg = compose_config(ROOT / "conf", None, ["policy=[float32]"])
+    cell = Cell("local", "seed_convnet", "tensorflow", "pypi", device, "float32", batch_size)
+    run = run_config(cfg, cell)
+    return replace(run, train=replace(run.train, **train))
+
+
+def _engine_clock(run, time: FakeTime) -> StepClock:
+    clock = _clock(run)  # the engine's clock for the cell, on the test's time
+    clock._now = time
+    return clock
+
+
+def test_a_gpu_cell_at_batch_512_times_its_minimum_past_its_one_epoch():
+    """Blocks of 10 steps, 18 steps an epoch: the epoch is 2 blocks, the first warm-up, so
+    one epoch times 1 sample; fit is given a second and stops once 3 are timed."""
+    run = _cell("gpu0")
+    assert (run.block_steps, run.train.epochs, run.train.min_timed_steps) == (10, 1, 3)
+    fit = fit_length(run, IMAGENETTE_TRAIN)
+    assert fit == {"epochs": 2, "steps_per_epoch": 18}
+    time = FakeTime()
+    clock = _engine_clock(run, time)
+    ran = _keras_fit(clock, time, fit, run.block_steps)
+    assert ran == [(0, 0), (0, 10), (1, 0), (1, 10)]
+    assert len(clock.step_seconds) == 3 and clock.steps_per_sample == 10
+    assert clock.stopped_by == PAST_EPOCHS == "min_timed_steps past epochs"
+    assert [e["epoch"] for e in clock.epochs] == [1, 2]  # validation after whole epochs
+    # One epoch, as fit was given before: one sample, and the cell says it is short.
+    time = FakeTime()
+    short = _engine_clock(run, time)
+    _keras_fit(short, time, {**fit, "epochs": 1}, run.block_steps)
+    assert short.stopped_by == "epochs (1 of train.min_timed_steps=3 timed)"
+
+
+def test_a_cpu_cell_is_unchanged():
+    """Steps one by one: an epoch of 18 steps holds its 2 warm-up steps and 16 timed ones."""
+    run = _cell("cpu")
+    fit = fit_length(run, IMAGENETTE_TRAIN)
+    assert run.block_steps == 1 and fit == {"epochs": 1, "steps_per_epoch": 18}
+    time = FakeTime()
+    clock = _engine_clock(run, time)
+    assert len(_keras_fit(clock, time, fit, 1)) == 18
+    assert clock.stopped_by == "epochs" and len(clock.step_seconds) == 16
+
+
+@pytest.mark.parametrize(
+    "train, epochs, blocks",
+    [
+        ({"min_timed_steps": 4}, 3, 5),  # 1 + 2 + 1 of the third epoch's 2
+        ({"warmup_epochs": 1}, 3, 5),  # the one epoch is warm-up: 2 + 2 + 1
+        ({"steps_per_epoch": 10}, 4, 4),  # a user's epoch of one block: 1 warm-up + 3
+        ({"steps_per_epoch": 5}, 4, 4),  # shorter than a block: Keras runs a whole block
+        ({"warmup_steps": 15, "epochs": 2}, 3, 5),  # 2 warm-up blocks, 1 + 2 + 2 + ...
+    ],
+)
+def test_past_the_epochs_fit_times_the_minimum_and_no_more(train, epochs, blocks):
+    run = _cell("gpu0", **train)
+    fit = fit_length(run, IMAGENETTE_TRAIN)
+    assert fit["epochs"] == epochs
+    time = FakeTime()
+    clock = _engine_clock(run, time)
+    assert len(_keras_fit(clock, time, fit, 10)) == blocks
+    assert len(clock.step_seconds) == run.train.min_timed_steps
+    assert clock.stopped_by == PAST_EPOCHS
+
+
+def test_epochs_that_timed_enough_end_fit_though_it_was_given_more():
+    """Warm-up counted for 2 blocks ends after the first (it took warmup_seconds): the cell's
+    2 epochs time 3 samples, and fit stops at their end, as it would have without more."""
+    run = _cell("gpu0", warmup_steps=15, epochs=2)
+    fit = fit_length(run, IMAGENETTE_TRAIN)
+    time = FakeTime()
+    clock = _engine_clock(run, time)
+    ran = _keras_fit(clock, time, fit, 10, seconds=lambda i: 1.2 if i == 0 else 0.1)
+    assert fit["epochs"] == 3 and len(ran) == 4
+    assert clock.stopped_by == "epochs" and len(clock.step_seconds) == 3
+
+
+def test_within_the_epochs_the_count_and_the_budget_stop_as_before():
+    """Enough blocks in one epoch: fit is given the cell's epoch, and the budget (20 s a
+    repeat) or timed_steps ends it inside."""
+    time = FakeTime()
+    run = _cell("gpu0", batch_size=32)  # 295 steps: 30 blocks
+    fit = fit_length(run, IMAGENETTE_TRAIN)
+    clock = _engine_clock(run, time)
+    _keras_fit(clock, time, fit, 10, seconds=lambda i: 0.5)
+    assert fit["epochs"] == 1 and clock.stopped_by == "budget" and len(clock.step_seconds) == 4
+    time = FakeTime()
+    clock = _engine_clock(replace(run, train=replace(run.train, timed_steps=5)), time)
+    _keras_fit(clock, time, fit, 10)
+    assert clock.stopped_by == "steps" and len(clock.step_seconds) == 5
+
+
+@pytest.mark.parametrize(
+    "epochs, warmup_epochs, warmup_steps, least, steps, block, expected",
+    [
+        (1, 0, 2, 3, 18, 10, 2),  # Imagenette at batch 512 on a GPU
+        (1, 0, 2, 3, 18, 1, 1),  # the same on a CPU: 16 timed
+        (1, 0, 2, 3, 20, 10, 2),  # a whole number of blocks: the same
+        (5, 0, 2, 3, 18, 10, 5),  # more epochs than needed are kept
+        (20, 19, 0, 3, 18, 10, 21),  # the 2020 experiment's timed 20th epoch, in 2 blocks
+        (1, 0, 0, 0, 18, 10, 1),
+    ],
+)
+def test_fit_epochs(epochs, warmup_epochs, warmup_steps, least, steps, block, expected):
+    warmup = {"warmup_epochs": warmup_epochs, "warmup_steps": warmup_steps}
+    train = _cell("cpu", epochs=epochs, min_timed_steps=least, **warmup).train
+    assert fit_epochs(train, steps, block) == expected
 
 
 def test_steps_are_timed_to_the_count_however_steady_they_are():

@@ -44,7 +44,8 @@ class Arm:
 
 
 def _clock(run: Run) -> timing.StepClock:
-    """This repeat's share of the cell's time budget, and the step-time guard."""
+    """This repeat's share of the cell's time budget, and the step-time guard; past the
+    cell's epochs it times up to its minimum only."""
     train = run.train
     return timing.StepClock(
         train.warmup_steps,
@@ -54,6 +55,7 @@ def _clock(run: Run) -> timing.StepClock:
         train.warmup_epochs,
         step_limit_s=train.max_step_seconds,
         warmup_seconds=train.warmup_seconds,
+        epochs=train.epochs,
     )
 
 
@@ -112,16 +114,25 @@ def in_turns(arms: list[Arm], fits: dict[str, dict], clocks: dict, progress: str
         thread.join()
 
 
+def fit_length(run: Run, examples: int) -> dict[str, int]:
+    """The real steps' epochs and steps per epoch: an epoch is train.steps_per_epoch, or the
+    training images' whole batches; the epochs are the cell's, or more where those would time
+    fewer than train.min_timed_steps samples (timing.fit_epochs). Each epoch keeps its length,
+    so validation still follows a whole epoch; the clock stops fit once it has its minimum."""
+    steps = run.train.steps_per_epoch or max(1, examples // run.cell.batch_size)
+    epochs = timing.fit_epochs(run.train, steps, run.block_steps)
+    return {"epochs": epochs, "steps_per_epoch": steps}
+
+
 def _real(session: Session, arms: list[Arm], prepared: dict, job: RepeatJob) -> None:
     """The timed steps on the cell's data, each arm with its clock, taking turns."""
     fits = {}
     for arm in arms:
-        run, examples = arm.run, prepared["splits"]["train"]
+        run = arm.run
         train_ds, val_ds = feed.cell_data(session, run, prepared)
-        steps = run.train.steps_per_epoch or max(1, examples // run.cell.batch_size)
         arm.clock = _clock(run)
-        fits[arm.name] = dict(x=train_ds, validation_data=val_ds, epochs=run.train.epochs,
-                              steps_per_epoch=steps, verbose=run.train.verbose)  # fmt: skip
+        fit = fit_length(run, prepared["splits"]["train"])
+        fits[arm.name] = dict(x=train_ds, validation_data=val_ds, verbose=run.train.verbose, **fit)
     in_turns(arms, fits, {a.name: a.clock for a in arms}, job.progress)
 
 

@@ -1,5 +1,8 @@
 """Step timing inside Keras `fit`: warm-up excluded, then timed steps up to a count or a time
-budget; with arms taking turns (engine/rounds.py), each timed step's round is kept beside it."""
+budget; with arms taking turns (engine/rounds.py), each timed step's round is kept beside it.
+Where the cell's epochs hold too few samples to time (blocks of steps on a GPU at a large
+batch), `fit_epochs` says how many epochs `fit` must be given, and the clock stops past the
+cell's epochs as soon as it has its minimum."""
 
 from __future__ import annotations
 
@@ -8,6 +11,25 @@ import time
 from typing import Any
 
 from mptbench.engine.rounds import Rounds
+
+# What stopped_by says of a cell whose epochs held too few samples: it ran on past them, only
+# until it had timed train.min_timed_steps.
+PAST_EPOCHS = "min_timed_steps past epochs"
+
+
+def fit_epochs(train, steps_per_epoch: int, block_steps: int) -> int:
+    """How many epochs `fit` must be given to time train.min_timed_steps samples: train.epochs,
+    or more where those hold too few.
+
+    Keras runs an epoch as ceil(steps_per_epoch / block_steps) blocks and calls back once per
+    block, one sample (the data repeats, so an epoch's last block is a whole block too: Keras 3
+    runs 20 steps for an epoch of 18 in blocks of 10). A block is warm-up in the first
+    train.warmup_epochs epochs, or when it starts before step train.warmup_steps; the clock's
+    warmup_seconds can only end warm-up sooner, and the clock stops as soon as it has enough.
+    """
+    blocks = math.ceil(steps_per_epoch / block_steps)
+    warmup = max(train.warmup_epochs * blocks, math.ceil(train.warmup_steps / block_steps))
+    return max(train.epochs, math.ceil((warmup + train.min_timed_steps) / blocks))
 
 
 class StepClock:
@@ -23,7 +45,9 @@ class StepClock:
     has settled by its end (on the default grid the second warm-up step of every cell whose
     first took 10 s or more was 0.91-1.31x, median 1.03x, its process's timed median,
     over 19 processes; one step of the three or more whose median is taken).
-    Framework-free: the Keras callback (`make_step_timer`) feeds it.
+    Given the cell's `epochs` (fit may be given more: `fit_epochs`), the end of the last of
+    them ends fit once min_timed_steps samples are timed, and past them the sample that makes
+    that many does. Framework-free: the Keras callback (`make_step_timer`) feeds it.
     """
 
     def __init__(
@@ -35,9 +59,11 @@ class StepClock:
         warmup_epochs: int = 0,
         step_limit_s: float | None = None,
         warmup_seconds: float | None = None,
+        epochs: int | None = None,
         now=time.perf_counter,
     ):
         self._now = now
+        self.cell_epochs = epochs  # train.epochs; fit may be given more (fit_epochs)
         self.warmup_steps, self.warmup_epochs = warmup_steps, warmup_epochs
         self.warmup_limit_s = warmup_seconds
         self._warmup_wall = 0.0
@@ -64,11 +90,15 @@ class StepClock:
         self._epoch = epoch
         self._epoch_t0 = self._now()
 
-    def epoch_end(self, epoch: int, logs: dict | None) -> None:
+    def epoch_end(self, epoch: int, logs: dict | None) -> bool:
+        """Record the epoch; True when `fit` should stop: the cell's epochs are over and they
+        timed enough (more epochs were given only in case they would not)."""
         self.close_segment()
         entry = {"epoch": epoch + 1, "wall_s": self._now() - self._epoch_t0}
         entry.update({k: float(v) for k, v in (logs or {}).items() if isinstance(v, int | float)})
         self.epochs.append(entry)
+        last = self.cell_epochs is not None and epoch + 1 >= self.cell_epochs
+        return last and len(self.step_seconds) >= self.min_timed_steps
 
     def batch_begin(self) -> None:
         self._t0 = self._now()
@@ -111,6 +141,9 @@ class StepClock:
             return True
         if n < self.min_timed_steps:
             return False
+        if self.cell_epochs is not None and self._epoch >= self.cell_epochs:
+            self.stopped_by = PAST_EPOCHS
+            return True
         if self.timed_steps is not None and n >= self.timed_steps:
             self.stopped_by = "steps"
             return True
@@ -124,6 +157,14 @@ class StepClock:
         if self._segment_start is not None:
             self.timed_wall_s += self._segment_end - self._segment_start
             self._segment_start = None
+
+    def train_end(self) -> None:
+        """`fit` is over: a fit that ran out of epochs short of the minimum says so (fit was
+        given fewer epochs than `fit_epochs`)."""
+        self.close_segment()
+        n, least = len(self.step_seconds), self.min_timed_steps
+        if self.stopped_by == "epochs" and 0 < n < least and self.nonfinite is None:
+            self.stopped_by = f"epochs ({n} of train.min_timed_steps={least} timed)"
 
 
 def after_turn(clock: StepClock, turns: Rounds, arm: str, stop: bool) -> None:
@@ -153,7 +194,8 @@ def make_step_timer(clock: StepClock, turns: Rounds | None = None, arm: str | No
             self.clock.epoch_begin(epoch)
 
         def on_epoch_end(self, epoch, logs=None):
-            self.clock.epoch_end(epoch, logs)
+            if self.clock.epoch_end(epoch, logs):
+                self.model.stop_training = True  # Keras checks it after each epoch too
 
         def on_train_batch_begin(self, batch, logs=None):
             if turns is not None:
@@ -171,7 +213,7 @@ def make_step_timer(clock: StepClock, turns: Rounds | None = None, arm: str | No
                 after_turn(self.clock, turns, arm, stop)
 
         def on_train_end(self, logs=None):
-            self.clock.close_segment()
+            self.clock.train_end()
             if turns is not None:
                 turns.leave(arm)
 

@@ -104,7 +104,12 @@ FIELDS: tuple[Field, ...] = (
     ),
     F("timed_samples", int, metric=True, doc="samples timed over all repeats (one per block)"),
     F("repeats", int, None, runs_table=True, doc="processes the cell was timed in"),
-    F("stopped_by", str, doc="steps, budget, epochs or over_budget, per repeat"),
+    F(
+        "stopped_by",
+        str,
+        doc="steps, budget, epochs, 'min_timed_steps past epochs', 'epochs (N of "
+        "train.min_timed_steps=M timed)' or over_budget, per repeat",
+    ),
     F("block_steps", int, "config.device.block_steps", doc="steps per timed sample"),
     F(
         "speedup_vs_baseline",

@@ -11,10 +11,9 @@ Every interval (`<x>_ci_low`, `<x>_ci_high`) has `<x>_log_se` and `<x>_df` besid
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from mptbench.core.stats import Estimate
+from mptbench.core.stats import Estimate
 
 
 @dataclass(frozen=True)

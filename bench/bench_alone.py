@@ -1,0 +1,377 @@
+"""Is a comparison group's verdict what a user gets training one policy alone?
+
+The pipeline times a group's policies in threads of one process, taking turns (engine/rounds.py):
+each arm's input pipeline prefetches while another has its turn, turns end on time, every
+model's memory is held at once. All of that is the same in every process, so no interval over
+processes can see it. This benchmark can: for each cell it interleaves, in fresh processes,
+
+- **group**: one repeat of the comparison group exactly as the train job runs it (the engine's
+  RepeatJob through jobs/trainer.py, default timing from conf/train/benchmark.yaml: the same
+  warm-up, budget share, turn length and step limit), and
+- **alone**: one policy trained by a plain Keras ``fit`` in a process of its own (the same
+  model builder, tf.data input, seed and warm-up and stop rules; no turns, no other model),
+  one process per policy,
+
+in the order group, float32, other, then other, float32, group (ABBA), cycle after cycle, until
+the alone speedup's 95% interval is within ±--precision (after --min-cycles) or --max-minutes
+per cell run out. Per cell it prints
+
+- each policy's group ms/step over its alone ms/step (the mean timed step per process, a Welch
+  t interval over processes on logs; the median too), and
+- the group's speedup as the pipeline reports it (paired rounds, core/stats.py) over the alone
+  speedup (the ratio of the alone processes' geometric mean steps), with a Welch interval.
+
+The goal (issue 28): for the seed convnet, with the alone speedup within ±3%, the ratio's
+interval within 0.97-1.03 holding 1, each policy's group ms/step within 1.03x of alone.
+
+Every process's steps are kept in bench/.work/alone/<cell>.jsonl, so a rerun goes on where it
+stopped and ``--report-only`` prints the table again.
+
+    python bench/bench_alone.py                        # the three cells below, ~50 min on 2 cores
+    python bench/bench_alone.py --cells seed_convnet:64 --max-minutes 10
+    python bench/bench_alone.py --report-only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+WORK = ROOT / "bench" / ".work" / "alone"
+# model:image size[:policy,policy...]; the seed convnet at two sizes (at 64 px with
+# mixed_float16 too, its CPU step there under the budget: a group of three, as the grid runs),
+# one keras.applications model.
+CELLS = [
+    "seed_convnet:64:float32,mixed_bfloat16,mixed_float16",
+    "seed_convnet:128",
+    "mobilenet_v2:96",
+]
+BASELINE = "float32"
+POLICIES = ("float32", "mixed_bfloat16")
+GOAL = 0.03
+
+
+@dataclass(frozen=True)
+class Cell:
+    model: str
+    image_size: int
+    batch_size: int
+    policies: tuple[str, ...] = POLICIES  # the baseline first
+
+    @property
+    def tag(self) -> str:
+        return f"{self.model}-{self.image_size}px-bs{self.batch_size}-{len(self.policies)}"
+
+    @property
+    def others(self) -> tuple[str, ...]:
+        return self.policies[1:]
+
+    @classmethod
+    def parse(cls, text: str, batch_size: int) -> Cell:
+        model, size, *policies = text.split(":")
+        names = tuple(policies[0].split(",")) if policies else POLICIES
+        if names[0] != BASELINE:
+            raise SystemExit(f"{text}: the first policy must be the baseline, {BASELINE}")
+        return cls(model, int(size), batch_size, names)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cells", nargs="+", default=CELLS,
+                        help="model:image_size[:float32,policy,...] ...")  # fmt: skip
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--precision", type=float, default=GOAL,
+                        help="stop once the alone speedup is known to within this")
+    parser.add_argument("--min-cycles", type=int, default=4)
+    parser.add_argument("--max-cycles", type=int, default=20)
+    parser.add_argument("--max-minutes", type=float, default=20.0, help="per cell")
+    parser.add_argument("--report-only", action="store_true", help="the kept processes again")
+    parser.add_argument("--work", type=Path, default=WORK)
+    parser.add_argument("--train-per-class", type=int, default=60)
+    # Internal: the pieces that run in fresh processes.
+    parser.add_argument("--child-alone", nargs=3, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+# ---------------------------------------------------------------- the runs, as the job gets them
+
+
+def compose_runs(cell: Cell, policies: list[str]):
+    """The group's runs through Hydra, as the workflow composes them: the default timing, the
+    twin and the profile off (they come after the timed steps and change no step)."""
+    from mptbench.plan import Cell as GridCell
+    from mptbench.plan import compose_config, run_config
+
+    overrides = [
+        "name=bench_alone", f"dataset.image_size={cell.image_size}",
+        f"model=[{cell.model}]", f"policy=[{','.join(policies)}]",
+        "train.synthetic_twin=false", "train.profile_steps=0", "train.validate=false",
+        # The fixture's epoch is a few steps: one as long as the timing rules need (the input
+        # repeats), so the budget, not the data, ends each process.
+        "train.steps_per_epoch=2000",
+    ]  # fmt: skip
+    cfg = compose_config(ROOT / "conf", "benchmark", overrides)
+    return [
+        run_config(cfg, GridCell("local", cell.model, "tensorflow", "pypi", "cpu", p,
+                                 cell.batch_size))
+        for p in policies
+    ]  # fmt: skip
+
+
+def child_alone(run_json: str, prepared_json: str, out: str) -> None:
+    """One policy alone: the job's model and input, a plain Keras fit, timed by a StepClock
+    with the job's warm-up and stop rules and no turns."""
+    import keras
+    import tensorflow as tf
+
+    from mptbench.core.jobs import Run, decode
+    from mptbench.engine.models import build_model, jit_setting
+    from mptbench.engine.pipeline import input_pipeline
+    from mptbench.engine.repeat import _clock
+    from mptbench.engine.timing import make_step_timer
+
+    run = decode(Run, json.loads(Path(run_json).read_text()))
+    prepared = json.loads(Path(prepared_json).read_text())
+    size, classes = prepared["image_size"], len(prepared["classes"])
+    keras.utils.set_random_seed(run.seed)
+    model = build_model(run.model, (size, size, 3), classes, run.policy,
+                        jit_setting(run.variant.jit_compile), run.block_steps)  # fmt: skip
+    data = input_pipeline(
+        tf, prepared, "train", run.cell.batch_size, run.dataset.input, run.seed, training=True,
+        one_hot_classes=classes if run.model.one_hot_labels else 0,
+    )  # fmt: skip
+    clock = _clock(run)
+    model.fit(data, epochs=1, steps_per_epoch=run.train.steps_per_epoch,
+              callbacks=[make_step_timer(clock)], verbose=0, shuffle=False)  # fmt: skip
+    Path(out).write_text(json.dumps({"policy": run.policy.name, "step_s": clock.step_seconds,
+                                     "stopped_by": clock.stopped_by}) + "\n")  # fmt: skip
+
+
+# ---------------------------------------------------------------- one process of each kind
+
+
+def group_process(trainer, prepared: Path, runs, index: int) -> list[dict]:
+    """One repeat of the group, as the train job runs it: each arm's steps and rounds."""
+    from mptbench.jobs.trainer import Death
+
+    got = trainer.repeat(str(prepared), index, runs)
+    if isinstance(got, Death):
+        raise SystemExit(f"the group's trainer died: {got.outcome}: {got.reason}")
+    return [
+        {"kind": "group", "policy": a.policy, "process": got.process, "step_s": a.step_s,
+         "rounds": a.rounds, "stopped_by": a.stopped_by}
+        for a in got.arms if a.outcome == "ok"
+    ]  # fmt: skip
+
+
+def alone_process(run_json: Path, prepared: Path, env: dict, log: Path) -> dict:
+    out = log.with_suffix(".json")
+    out.unlink(missing_ok=True)
+    command = [sys.executable, __file__, "--child-alone", str(run_json), str(prepared), str(out)]
+    with open(log, "w") as sink:
+        done = subprocess.run(command, env=env, stdout=sink, stderr=subprocess.STDOUT,
+                              timeout=1800)  # fmt: skip
+    if done.returncode or not out.exists():
+        tail = log.read_text(errors="replace")[-2000:]
+        raise SystemExit(f"an alone process failed (exit {done.returncode}); {log}:\n{tail}")
+    return {"kind": "alone", **json.loads(out.read_text())}
+
+
+# ---------------------------------------------------------------- the figures
+
+
+def _welch(a: list[float], b: list[float]):
+    """exp(mean log a - mean log b) with its Welch t interval (None below two each)."""
+    from mptbench.core import stats
+
+    return stats.unpaired_log_ratios(a, b)
+
+
+def _ratio_of(first, second):
+    """first / second for two independent estimates, their log errors added (Welch df)."""
+    from mptbench.core import stats
+
+    value = first.value / second.value
+    if first.log_se is None or second.log_se is None:
+        return stats.Estimate(value, min(first.n, second.n), None)
+    va, vb = first.log_se**2, second.log_se**2
+    da, db = first.df or first.n - 1, second.df or second.n - 1
+    df = (va + vb) ** 2 / (va**2 / da + vb**2 / db) if va + vb > 0 else 1
+    return stats.Estimate(value, min(first.n, second.n), math.sqrt(va + vb), df=max(int(df), 1))
+
+
+def _steps(rows: list[dict], kind: str, policy: str, how) -> list[float]:
+    return [how(r["step_s"]) for r in rows if r["kind"] == kind and r["policy"] == policy]
+
+
+def _timed(rows: list[dict], policy: str):
+    return [(r["process"], r["step_s"], r["rounds"]) for r in rows
+            if r["kind"] == "group" and r["policy"] == policy]  # fmt: skip
+
+
+def figures(rows: list[dict], cell: Cell) -> dict:
+    """The cell's group-over-alone figures from its kept processes: per policy its step (mean
+    and median) in the group over alone; per other policy its speedup in each and their
+    ratio."""
+    out: dict = {"processes": {k: len(_steps(rows, k, BASELINE, len)) for k in ("group", "alone")}}
+    for policy in cell.policies:
+        group, alone = (_steps(rows, k, policy, statistics.fmean) for k in ("group", "alone"))
+        out[policy] = {
+            "group_ms": 1000 * statistics.geometric_mean(group) if group else math.nan,
+            "alone_ms": 1000 * statistics.geometric_mean(alone) if alone else math.nan,
+            "mean": _welch(group, alone) if group and alone else None,
+            "median": _welch(_steps(rows, "group", policy, statistics.median),
+                             _steps(rows, "alone", policy, statistics.median))
+            if group and alone else None,
+        }  # fmt: skip
+    base_alone = _steps(rows, "alone", BASELINE, statistics.fmean)
+    for policy in cell.others:
+        from mptbench.core import stats
+
+        mine = _steps(rows, "alone", policy, statistics.fmean)
+        group = stats.paired_speedup(_timed(rows, BASELINE), _timed(rows, policy))
+        alone = _welch(base_alone, mine) if base_alone and mine else None
+        out[policy] |= {"group_speedup": group, "alone_speedup": alone}
+        if group is not None and alone is not None:
+            out[policy]["ratio"] = _ratio_of(group, alone)
+    return out
+
+
+def _interval(e) -> str:
+    if e is None:
+        return "-"
+    if e.low is None:
+        return f"{e.value:.3f} (no interval)"
+    return f"{e.value:.3f} ({e.low:.3f}-{e.high:.3f})"
+
+
+def _within(e, goal: float) -> str:
+    if e is None or e.low is None:
+        return "no interval"
+    holds = "holds 1" if e.low <= 1 <= e.high else "does not hold 1"
+    inside = e.low >= 1 - goal and e.high <= 1 + goal
+    return f"{holds}, {'within' if inside else 'not within'} {1 - goal:.2f}-{1 + goal:.2f}"
+
+
+def report_lines(cell: Cell, rows: list[dict]) -> list[str]:
+    f = figures(rows, cell)
+    n = f["processes"]
+    lines = [f"{cell.model} at {cell.image_size} px, batch {cell.batch_size}: {n['group']} group "
+             f"processes, {n['alone']} alone per policy"]  # fmt: skip
+    for policy in cell.policies:
+        p = f[policy]
+        lines.append(
+            f"  {policy:<15} ms/step group {p['group_ms']:8.1f}, alone {p['alone_ms']:8.1f}; "
+            f"group/alone: mean {_interval(p['mean'])}, median {_interval(p['median'])}"
+        )
+    for policy in cell.others:
+        p = f[policy]
+        alone = p["alone_speedup"]
+        width = f" (±{100 * alone.half_width:.1f}%)" if alone and alone.half_width else ""
+        lines.append(f"  {policy} speedup: group {_interval(p['group_speedup'])}, alone "
+                     f"{_interval(alone)}{width}")  # fmt: skip
+        if "ratio" in p:
+            lines.append(f"  {policy} group speedup / alone speedup {_interval(p['ratio'])}: "
+                         f"{_within(p['ratio'], GOAL)}")  # fmt: skip
+    return lines
+
+
+# ---------------------------------------------------------------- the driver
+
+
+def _settled(rows: list[dict], cell: Cell, precision: float) -> bool:
+    """Every alone speedup known to within `precision`."""
+    found = figures(rows, cell)
+    widths = [(found[p]["alone_speedup"] or None) for p in cell.others]
+    return all(w is not None and w.half_width is not None and w.half_width <= precision
+               for w in widths)  # fmt: skip
+
+
+def measure(cell: Cell, args, log) -> list[dict]:
+    from bench_overhead import job_env, setup
+
+    from mptbench.core.jobs import encode
+    from mptbench.jobs.trainer import Trainer
+
+    runs = compose_runs(cell, list(cell.policies))
+    env = job_env(runs[0])
+    ns = argparse.Namespace(work=args.work, image_size=cell.image_size,
+                            train_per_class=args.train_per_class)  # fmt: skip
+    prepared, _ = setup(ns, env)
+    folder = args.work.resolve() / cell.tag
+    folder.mkdir(parents=True, exist_ok=True)
+    kept = args.work.resolve() / f"{cell.tag}.jsonl"
+    rows = _kept(kept)
+    run_files = {}
+    for run in runs:
+        run_files[run.policy.name] = folder / f"run-{run.policy.name}.json"
+        run_files[run.policy.name].write_text(json.dumps(encode(run)))
+    trainer = Trainer(sys.executable, runs, [str(folder / f"{p}.record") for p in cell.policies])
+    started = time.monotonic()
+    cycle = len(_steps(rows, "group", BASELINE, len))
+    while cycle < args.max_cycles:
+        if cycle >= args.min_cycles and _settled(rows, cell, args.precision):
+            break
+        if time.monotonic() - started > 60 * args.max_minutes:
+            log(f"  {cell.tag}: --max-minutes={args.max_minutes} ran out after {cycle} cycles")
+            break
+        order = ["group", *cell.policies]
+        got_cycle = []
+        for what in order if cycle % 2 == 0 else order[::-1]:
+            if what == "group":
+                got = group_process(trainer, prepared, runs, cycle % runs[0].train.repeats)
+            else:
+                got = [alone_process(run_files[what], prepared, env,
+                                     folder / f"alone-{what}-{cycle}.log")]  # fmt: skip
+            with open(kept, "a") as sink:
+                for row in got:
+                    sink.write(json.dumps(row | {"cycle": cycle}) + "\n")
+            rows.extend(got)
+            got_cycle.extend(got)
+        cycle += 1
+        log(f"  cycle {cycle}: " + ", ".join(
+            f"{r['kind']} {r['policy']} {1000 * statistics.fmean(r['step_s']):.1f} ms"
+            for r in got_cycle) + f" ({time.monotonic() - started:.0f} s)")  # fmt: skip
+    return rows
+
+
+def _kept(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.child_alone:
+        child_alone(*args.child_alone)
+        return 0
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                if line.startswith("model name")), "unknown CPU")  # fmt: skip
+    print(f"group vs alone on {cpu}, {os.cpu_count()} cores", flush=True)
+    out = []
+    for cell in [Cell.parse(c, args.batch_size) for c in args.cells]:
+        if args.report_only:
+            rows = _kept(args.work.resolve() / f"{cell.tag}.jsonl")
+        else:
+            rows = measure(cell, args, lambda s: print(s, flush=True))
+        if rows:
+            lines = report_lines(cell, rows)
+            print("\n".join(lines), flush=True)
+            out += lines
+    print("\n" + "\n".join(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

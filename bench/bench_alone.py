@@ -136,7 +136,7 @@ def child_alone(run_json: str, prepared_json: str, out: str) -> None:
     import keras
     import tensorflow as tf
 
-    from mptbench.core.jobs import Run, decode
+    from mptbench.core.contract import Run, decode
     from mptbench.engine.models import build_model, jit_setting
     from mptbench.engine.pipeline import input_pipeline
     from mptbench.engine.repeat import _clock
@@ -302,7 +302,7 @@ def _settled(rows: list[dict], cell: Cell, precision: float) -> bool:
 def measure(cell: Cell, args, log) -> list[dict]:
     from bench_overhead import job_env, setup
 
-    from mptbench.core.jobs import encode
+    from mptbench.core.contract import encode
     from mptbench.jobs.trainer import Trainer
 
     runs = compose_runs(cell, list(cell.policies))

@@ -47,7 +47,7 @@ def compose(policy: str, batch_size: int, args) -> dict:
 
 
 def measure(policy: str, batch_sizes: list[int], prepared: dict, args) -> list[dict]:
-    from mptbench.core.jobs import ProbeJob, RepeatJob, encode
+    from mptbench.core.contract import ProbeJob, RepeatJob, encode
     from mptbench.engine import backends
     from mptbench.engine.probe import probe_cell
     from mptbench.engine.repeat import run_repeat

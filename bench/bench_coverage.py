@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from mptbench.core import stats  # noqa: E402
-from mptbench.core.jobs import ArmResult, RepeatResult, Run  # noqa: E402
+from mptbench.core.contract import ArmResult, RepeatResult, Run  # noqa: E402
 from mptbench.core.policies import Policy  # noqa: E402
 from mptbench.engine.rounds import Rounds  # noqa: E402
 from mptbench.engine.timing import StepClock, after_turn  # noqa: E402

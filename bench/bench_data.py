@@ -169,7 +169,7 @@ def bench_prepare(workdir: Path, archive: dict) -> dict:
 
 
 def bench_pipeline(tf, info: dict) -> dict:
-    from mptbench.core.jobs import InputConfig
+    from mptbench.core.contract import InputConfig
     from mptbench.engine.pipeline import input_pipeline
 
     input_cfg = InputConfig(shuffle_buffer="seed", cache="memory", deterministic=False)
@@ -217,7 +217,7 @@ def time_steps(tf, model_cfg, policy, batch: int, warmup: int, timed: int) -> di
 
 
 def bench_training(tf, steps: int, float16_batch: int) -> dict:
-    from mptbench.core.jobs import ModelConfig, decode
+    from mptbench.core.contract import ModelConfig, decode
     from mptbench.core.policies import Policy
     from mptbench.plan import compose_config
 

@@ -61,8 +61,8 @@ def compose(model: str, image_size: int, args) -> dict:
 def model_info(cfg: dict, out: Path) -> dict:
     """FLOPs of the model's training step, counted from JAX's jaxpr (an engine job: the
     counting process imports Keras on JAX)."""
+    from mptbench.core.contract import ModelConfig, decode
     from mptbench.core.files import read_json
-    from mptbench.core.jobs import ModelConfig, decode
     from mptbench.jobs.launcher import EngineFailed
     from mptbench.jobs.model_info import describe_model
 
@@ -81,9 +81,9 @@ def model_info(cfg: dict, out: Path) -> dict:
 
 
 def calibrate(cfg: dict, args, out: Path) -> dict | None:
+    from mptbench.core.contract import VariantConfig, decode
     from mptbench.core.devices import Device
     from mptbench.core.files import read_json
-    from mptbench.core.jobs import VariantConfig, decode
     from mptbench.jobs.calibration import calibrate_variant
     from mptbench.jobs.launcher import EngineFailed
     from mptbench.plan import layout

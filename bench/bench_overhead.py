@@ -135,7 +135,7 @@ def child_bare(run_json: str, prepared_json: str, out: str) -> None:
     import keras
     import tensorflow as tf
 
-    from mptbench.core.jobs import Run, decode
+    from mptbench.core.contract import Run, decode
     from mptbench.engine.models import build_model, jit_setting
     from mptbench.engine.pipeline import input_pipeline
 
@@ -215,7 +215,7 @@ def fmt(data: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from mptbench.core.jobs import encode
+    from mptbench.core.contract import encode
 
     args = parse_args(argv)
     if args.child_prepare:

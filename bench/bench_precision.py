@@ -57,7 +57,7 @@ PAIRS = {  # a pair's name: the overrides of its two runs
 
 
 def run_cell(pair: list[str], args, prepared: Path, tracking: Path, tag: str) -> dict:
-    from mptbench.core.jobs import encode
+    from mptbench.core.contract import encode
     from mptbench.plan import Cell, compose_config, run_config
 
     overrides = [f"dataset.image_size={args.image_size}", *pair,

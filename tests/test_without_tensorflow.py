@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mptbench.core.jobs import encode
+from mptbench.core.contract import encode
 from mptbench.data.synthetic import prepared_info
 from mptbench.plan import Cell, compose_config, run_config
 

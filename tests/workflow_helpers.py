@@ -14,8 +14,8 @@ from pathlib import Path
 
 import psutil
 
+from mptbench.core.contract import RepeatJob
 from mptbench.core.hardware import machine_id
-from mptbench.core.jobs import RepeatJob
 from mptbench.plan import Cell, compose_config, run_config
 
 ROOT = Path(__file__).resolve().parents[1]

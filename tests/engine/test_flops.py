@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mptbench.core.jobs import ConvLayer, DescribeJob, ModelConfig, ModelInfo, decode
+from mptbench.core.contract import ConvLayer, DescribeJob, ModelConfig, ModelInfo, decode
 from mptbench.engine.flops import kind_of
 from mptbench.engine.model_info import describe
 from mptbench.jobs.launcher import Engine, environment

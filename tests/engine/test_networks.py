@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from mptbench.core.jobs import ModelConfig, decode
+from mptbench.core.contract import ModelConfig, decode
 from mptbench.engine.networks import ModelError, builder_source, make_network
 from mptbench.plan import compose_config
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from mptbench.core.jobs import InputConfig
+from mptbench.core.contract import InputConfig
 from mptbench.engine.pipeline import input_pipeline, shuffle_buffer
 
 pytestmark = pytest.mark.slow

@@ -3,7 +3,7 @@
 import pytest
 from workflow_helpers import smoke_cell_run
 
-from mptbench.core.jobs import ProbeJob
+from mptbench.core.contract import ProbeJob
 from mptbench.engine.probe import probe_cell
 
 pytestmark = pytest.mark.slow

@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 from workflow_helpers import smoke_cell_run as smoke_run
 
-from mptbench.core.jobs import RepeatJob
+from mptbench.core.contract import RepeatJob
 from mptbench.core.policies import Policy
 from mptbench.engine.repeat import profiled_steps, run_repeat
 from mptbench.engine.timing import PAST_EPOCHS

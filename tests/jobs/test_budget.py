@@ -4,7 +4,7 @@ predicted overrun skips a cell."""
 import pytest
 from workflow_helpers import smoke_cell_run
 
-from mptbench.core.jobs import ProbePoint, ProbeResult
+from mptbench.core.contract import ProbePoint, ProbeResult
 from mptbench.jobs.budget import PREDICTION_TOLERANCE, assess, predict
 
 

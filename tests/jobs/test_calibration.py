@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from mptbench.core.jobs import VariantConfig
+from mptbench.core.contract import VariantConfig
 from mptbench.jobs.calibration import calibrate_variant
 from mptbench.jobs.launcher import EngineFailed
 

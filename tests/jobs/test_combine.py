@@ -6,7 +6,7 @@ import statistics
 import pytest
 
 from mptbench.core import stats
-from mptbench.core.jobs import ArmResult, ModelInfo
+from mptbench.core.contract import ArmResult, ModelInfo
 from mptbench.jobs.combine import combine, model_figures
 
 

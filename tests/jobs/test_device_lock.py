@@ -66,7 +66,7 @@ def test_jobs_pinned_to_other_cores_do_not_share_a_lock(tmp_path):
 def test_only_jobs_that_time_hold_a_device(tmp_path):
     from workflow_helpers import smoke_cell_run
 
-    from mptbench.core.jobs import CalibrateJob, DescribeJob, ProbeJob, RepeatJob
+    from mptbench.core.contract import CalibrateJob, DescribeJob, ProbeJob, RepeatJob
 
     run = smoke_cell_run()
     assert timed_device(RepeatJob(out="o", runs=(run,), prepared="p")) == "cpu"

@@ -7,7 +7,7 @@ import sys
 import pytest
 from workflow_helpers import smoke_cell_run
 
-from mptbench.core.jobs import FitResult
+from mptbench.core.contract import FitResult
 from mptbench.jobs.fits import cell_memory, search, what_fits
 from mptbench.jobs.memory import own_cgroup
 

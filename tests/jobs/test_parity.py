@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 from workflow_helpers import smoke_cell_run
 
-from mptbench.core.jobs import ParityRun
+from mptbench.core.contract import ParityRun
 from mptbench.jobs.parity import end_loss, parity, verdict
 
 

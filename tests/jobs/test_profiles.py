@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mptbench.core.jobs import ModelConfig, decode
+from mptbench.core.contract import ModelConfig, decode
 from mptbench.core.opclasses import CLASSES, STEP_CLASSES
 from mptbench.core.policies import Policy
 from mptbench.engine.models import build_model

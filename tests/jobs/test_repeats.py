@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 from workflow_helpers import smoke_cell_run
 
-from mptbench.core.jobs import ArmResult, RepeatResult
+from mptbench.core.contract import ArmResult, RepeatResult
 from mptbench.core.policies import Policy
 from mptbench.core.stats import half_width_after
 from mptbench.jobs.group import _why_no_more

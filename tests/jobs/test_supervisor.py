@@ -17,7 +17,7 @@ import psutil
 import pytest
 from workflow_helpers import smoke_cell_run
 
-from mptbench.core.jobs import ProbePoint, ProbeResult, encode
+from mptbench.core.contract import ProbePoint, ProbeResult, encode
 from mptbench.core.record import METRICS
 from mptbench.jobs.group import train_group
 from mptbench.jobs.trainer import Trainer

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from mptbench.core.jobs import encode
+from mptbench.core.contract import encode
 from mptbench.core.policies import Policy
 from mptbench.plan import (
     Cell,

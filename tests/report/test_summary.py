@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from mptbench.core import stats
-from mptbench.core.jobs import ArmResult
+from mptbench.core.contract import ArmResult
 from mptbench.jobs.combine import combine
 from mptbench.report.summary import peaks, summarise
 

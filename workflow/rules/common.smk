@@ -9,9 +9,9 @@ SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
 
 from mptbench.core.cells import BACKENDS, COMPARISON_AXES, GROUP_AXES, PROBE_AXES
+from mptbench.core.contract import encode
 from mptbench.core.hardware import PATTERN as MACHINE_PATTERN
 from mptbench.core.devices import PATTERN as DEVICE_PATTERN, Device
-from mptbench.core.jobs import encode
 from mptbench.core.links import experiment_link
 from mptbench.data.download import is_remote
 from mptbench.plan import (

@@ -3,8 +3,8 @@
 from _job import run
 
 from mptbench.core import hardware
+from mptbench.core.contract import ProbeResult, Run, decode
 from mptbench.core.files import read_json
-from mptbench.core.jobs import ProbeResult, Run, decode
 from mptbench.jobs.environment import interpreter
 from mptbench.jobs.fits import what_fits
 

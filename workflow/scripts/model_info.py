@@ -2,8 +2,8 @@
 
 from _job import run
 
+from mptbench.core.contract import ModelConfig, decode
 from mptbench.core.files import read_json
-from mptbench.core.jobs import ModelConfig, decode
 from mptbench.jobs.launcher import EngineFailed
 from mptbench.jobs.model_info import describe_model
 

@@ -4,8 +4,8 @@ from a second seed, their losses compared."""
 from _job import run
 
 from mptbench.core import hardware
+from mptbench.core.contract import ProbeResult, Run, decode
 from mptbench.core.files import read_json
-from mptbench.core.jobs import ProbeResult, Run, decode
 from mptbench.jobs.environment import interpreter
 from mptbench.jobs.parity import parity
 

@@ -2,7 +2,7 @@
 
 from _job import run
 
-from mptbench.core.jobs import Run, decode
+from mptbench.core.contract import Run, decode
 from mptbench.jobs.supervisor import supervise
 
 

@@ -3,7 +3,7 @@ each cell's run record."""
 
 from _job import run
 
-from mptbench.core.jobs import Run, decode
+from mptbench.core.contract import Run, decode
 from mptbench.jobs.supervisor import supervise
 
 

@@ -1,6 +1,6 @@
 """The engine's one entry point: `python -m mptbench.engine JOB`, in the variant's Python.
 
-It reads an engine job (core/jobs.py) from the file JOB, starts the Keras backend the job needs
+It reads an engine job (core/contract/) from the file JOB, starts the Keras backend the job needs
 (only that framework is imported: a JAX cell on synthetic data imports no TensorFlow), runs the
 job and writes its result where the job says. A failure a user must fix is one `error:` line
 (also written where the result would go, as {"error": ...}) and exit code 1; anything else is
@@ -13,8 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-from mptbench.core.files import read_json, write_json
-from mptbench.core.jobs import (
+from mptbench.core.contract import (
     CalibrateJob,
     DescribeJob,
     EngineJob,
@@ -26,6 +25,7 @@ from mptbench.core.jobs import (
     decode_job,
     encode,
 )
+from mptbench.core.files import read_json, write_json
 from mptbench.engine.backends import GpuMissing, start
 from mptbench.engine.calibrate import measure
 from mptbench.engine.fits import fit_try, jax_memory_fraction

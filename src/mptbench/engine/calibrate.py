@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from mptbench.core.jobs import CalibrateJob, Calibration
+from mptbench.core.contract import CalibrateJob, Calibration
 from mptbench.core.policies import DTYPES
 from mptbench.engine.backends import Session
 from mptbench.engine.fingerprint import on_device

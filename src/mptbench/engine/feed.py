@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mptbench.core.jobs import Run
+from mptbench.core.contract import Run
 from mptbench.data.synthetic import is_synthetic
 from mptbench.engine.backends import Session
 from mptbench.engine.pipeline import input_pipeline

@@ -15,8 +15,8 @@ import os
 import resource
 import time
 
+from mptbench.core.contract import FitJob, FitResult
 from mptbench.core.devices import Device, gpu_facts
-from mptbench.core.jobs import FitJob, FitResult
 from mptbench.engine.backends import Session
 from mptbench.engine.feed import random_batch
 from mptbench.engine.fingerprint import on_device

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
-from mptbench.core.jobs import DescribeJob, ModelConfig, ModelInfo
+from mptbench.core.contract import DescribeJob, ModelConfig, ModelInfo
 from mptbench.engine import flops
 from mptbench.engine.networks import builder_source, make_network
 

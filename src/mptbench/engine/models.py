@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mptbench.core.jobs import ModelConfig
+from mptbench.core.contract import ModelConfig
 from mptbench.core.policies import Policy
 from mptbench.engine.networks import make_network
 

@@ -21,7 +21,7 @@ import inspect
 import os
 import sys
 
-from mptbench.core.jobs import ModelConfig
+from mptbench.core.contract import ModelConfig
 from mptbench.core.outcomes import first_line
 
 KINDS = ("layers", "application", "python")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from mptbench.core.jobs import ParityJob, ParityResult, ParityRun, Run
+from mptbench.core.contract import ParityJob, ParityResult, ParityRun, Run
 from mptbench.engine import feed
 from mptbench.engine.backends import Session
 from mptbench.engine.fingerprint import on_device

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mptbench.core.jobs import InputConfig
+from mptbench.core.contract import InputConfig
 from mptbench.data.cache import load
 
 

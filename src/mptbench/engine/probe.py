@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from mptbench.core.jobs import ProbeJob, ProbePoint, ProbeResult
+from mptbench.core.contract import ProbeJob, ProbePoint, ProbeResult
 from mptbench.engine.backends import Session
 from mptbench.engine.feed import random_batch
 from mptbench.engine.fingerprint import on_device

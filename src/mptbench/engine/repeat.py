@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mptbench.core import stats
-from mptbench.core.jobs import ArmResult, Profiled, RepeatJob, RepeatResult, Run
+from mptbench.core.contract import ArmResult, Profiled, RepeatJob, RepeatResult, Run
 from mptbench.engine import feed, timing
 from mptbench.engine.backends import Session
 from mptbench.engine.fingerprint import on_device

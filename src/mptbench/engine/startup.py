@@ -8,7 +8,7 @@ import sys
 import tempfile
 from typing import Any
 
-from mptbench.core.jobs import EnvironmentFacts
+from mptbench.core.contract import EnvironmentFacts
 
 GUARD = re.compile(r"To enable the following instructions: ([A-Z0-9_ ,]+?), in other operations")
 

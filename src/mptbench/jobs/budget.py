@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mptbench.core.jobs import ProbePoint, ProbeResult, Run
+from mptbench.core.contract import ProbePoint, ProbeResult, Run
 
 # How far a prediction may be off and still not drop a cell: bench/bench_budget.py measured
 # the two-point prediction within this on 2-core CPUs, so a cell predicted up to 30% over the

@@ -6,8 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from mptbench.core import hardware
+from mptbench.core.contract import (
+    CalibrateJob,
+    Calibration,
+    ModelInfo,
+    VariantConfig,
+    decode,
+    encode,
+)
 from mptbench.core.files import read_json, write_json
-from mptbench.core.jobs import CalibrateJob, Calibration, ModelInfo, VariantConfig, decode, encode
 from mptbench.jobs.environment import interpreter
 from mptbench.jobs.launcher import Engine, environment
 

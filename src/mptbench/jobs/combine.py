@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mptbench.core import stats
-from mptbench.core.jobs import ArmResult, ModelInfo
+from mptbench.core.contract import ArmResult, ModelInfo
 from mptbench.core.record import interval
 from mptbench.core.stats import percentile
 from mptbench.jobs.profiles import breakdown, xplane_of

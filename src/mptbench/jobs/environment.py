@@ -17,8 +17,8 @@ from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
 
+from mptbench.core.contract import EnvironmentFacts, EnvironmentJob
 from mptbench.core.files import read_json, sha256_of
-from mptbench.core.jobs import EnvironmentFacts, EnvironmentJob
 from mptbench.jobs.launcher import Engine, EngineFailed, environment
 
 PINNED_TENSORFLOW = "2.21.0"

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from mptbench.core.contract import FitJob, FitResult, ProbeResult, Run, encode
 from mptbench.core.devices import Device
 from mptbench.core.files import write_json
-from mptbench.core.jobs import FitJob, FitResult, ProbeResult, Run, encode
 from mptbench.jobs.budget import assess
 from mptbench.jobs.launcher import Engine, environment
 

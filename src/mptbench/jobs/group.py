@@ -19,8 +19,8 @@ from typing import Any
 from mptbench import __version__
 from mptbench.core import hardware, stats
 from mptbench.core import record as fields
+from mptbench.core.contract import ModelInfo, ProbeResult, Run, encode
 from mptbench.core.files import read_json, write_json
-from mptbench.core.jobs import ModelInfo, ProbeResult, Run, encode
 from mptbench.core.outcomes import first_line
 from mptbench.jobs.budget import assess
 from mptbench.jobs.combine import attach_breakdown, combine, model_figures

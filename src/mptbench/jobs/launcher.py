@@ -19,9 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mptbench.core.devices import Device
-from mptbench.core.files import read_json, write_json
-from mptbench.core.jobs import (
+from mptbench.core.contract import (
     ENGINE,
     CalibrateJob,
     EngineJob,
@@ -32,6 +30,8 @@ from mptbench.core.jobs import (
     decode,
     encode,
 )
+from mptbench.core.devices import Device
+from mptbench.core.files import read_json, write_json
 from mptbench.core.outcomes import classify_death
 from mptbench.jobs import device_lock, memory
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from mptbench.core.contract import DescribeJob, ModelConfig, ModelInfo, encode
 from mptbench.core.files import write_json
-from mptbench.core.jobs import DescribeJob, ModelConfig, ModelInfo, encode
 from mptbench.jobs.launcher import Engine, environment
 
 

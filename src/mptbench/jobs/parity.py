@@ -20,8 +20,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from mptbench.core.contract import ParityJob, ParityResult, ParityRun, ProbeResult, Run, encode
 from mptbench.core.files import write_json
-from mptbench.core.jobs import ParityJob, ParityResult, ParityRun, ProbeResult, Run, encode
 from mptbench.jobs.budget import predict
 from mptbench.jobs.launcher import Engine, environment
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mptbench.core import stats
-from mptbench.core.jobs import ArmResult, Run
+from mptbench.core.contract import ArmResult, Run
 from mptbench.jobs.trainer import Death, Trainer
 
 

@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 from mptbench.core import hardware
+from mptbench.core.contract import ModelInfo, ProbeResult, Run, decode, encode
 from mptbench.core.files import read_json, write_json
-from mptbench.core.jobs import ModelInfo, ProbeResult, Run, decode, encode
 from mptbench.data.builder import DatasetError
 from mptbench.data.cache import verify
 from mptbench.jobs.environment import interpreter

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mptbench.core.jobs import ProbeJob, ProbeResult, RepeatJob, RepeatResult, Run
+from mptbench.core.contract import ProbeJob, ProbeResult, RepeatJob, RepeatResult, Run
 from mptbench.jobs.launcher import Engine, EngineFailed, environment
 
 TrainerFailed = EngineFailed  # the trainer exited with an error: its log holds the traceback

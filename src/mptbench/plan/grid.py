@@ -7,8 +7,7 @@ from typing import Any
 
 from mptbench.core import hardware
 from mptbench.core.cells import AXES, Cell
-from mptbench.core.devices import Device, every_device, gpu_facts, visible_gpus
-from mptbench.core.jobs import (
+from mptbench.core.contract import (
     BackendConfig,
     DatasetConfig,
     DeviceConfig,
@@ -18,6 +17,7 @@ from mptbench.core.jobs import (
     VariantConfig,
     decode,
 )
+from mptbench.core.devices import Device, every_device, gpu_facts, visible_gpus
 from mptbench.core.policies import Policy
 from mptbench.plan.errors import ConfigError
 

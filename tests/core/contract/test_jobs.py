@@ -6,7 +6,7 @@ import json
 import pytest
 from workflow_helpers import smoke_cell_run
 
-from mptbench.core.jobs import (
+from mptbench.core.contract import (
     JOB_KINDS,
     ArmResult,
     CalibrateJob,

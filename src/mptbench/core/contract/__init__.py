@@ -1,0 +1,48 @@
+"""The job contract between a Snakemake job and the engine (jobs.py). Callers import it from
+here: `from mptbench.core.contract import Run, encode`."""
+
+from mptbench.core.contract.jobs import (
+    ENGINE,
+    JOB_KINDS,
+    ArmResult,
+    BackendConfig,
+    CalibrateJob,
+    Calibration,
+    ContractError,
+    ConvLayer,
+    DatasetConfig,
+    DescribeJob,
+    DeviceConfig,
+    EngineJob,
+    EnvironmentFacts,
+    EnvironmentJob,
+    FitJob,
+    FitResult,
+    InputConfig,
+    ModelConfig,
+    ModelInfo,
+    ParityJob,
+    ParityResult,
+    ParityRun,
+    ProbeJob,
+    ProbePoint,
+    ProbeResult,
+    Profiled,
+    RepeatJob,
+    RepeatResult,
+    Run,
+    TrainConfig,
+    VariantConfig,
+    decode,
+    decode_job,
+    encode,
+)
+
+__all__ = [
+    "ENGINE", "JOB_KINDS", "ArmResult", "BackendConfig", "CalibrateJob", "Calibration",
+    "ContractError", "ConvLayer", "DatasetConfig", "DescribeJob", "DeviceConfig", "EngineJob",
+    "EnvironmentFacts", "EnvironmentJob", "FitJob", "FitResult", "InputConfig", "ModelConfig",
+    "ModelInfo", "ParityJob", "ParityResult", "ParityRun", "ProbeJob", "ProbePoint",
+    "ProbeResult", "Profiled", "RepeatJob", "RepeatResult", "Run", "TrainConfig",
+    "VariantConfig", "decode", "decode_job", "encode",
+]

@@ -1,41 +1,44 @@
-"""The job contract between a Snakemake job and the engine (jobs.py). Callers import it from
-here: `from mptbench.core.contract import Run, encode`."""
+"""The job contract between a Snakemake job and the engine: what one cell's run is given
+(run.py), what each kind of engine job is given (jobs.py) and gives back (results.py), and the
+one JSON codec for all of them (codec.py). Callers import it from here:
+`from mptbench.core.contract import Run, encode`."""
 
+from mptbench.core.contract.codec import ContractError, decode, decode_job, encode
 from mptbench.core.contract.jobs import (
     ENGINE,
     JOB_KINDS,
-    ArmResult,
-    BackendConfig,
     CalibrateJob,
-    Calibration,
-    ContractError,
-    ConvLayer,
-    DatasetConfig,
     DescribeJob,
-    DeviceConfig,
     EngineJob,
-    EnvironmentFacts,
     EnvironmentJob,
     FitJob,
-    FitResult,
-    InputConfig,
-    ModelConfig,
-    ModelInfo,
     ParityJob,
+    ProbeJob,
+    RepeatJob,
+)
+from mptbench.core.contract.results import (
+    ArmResult,
+    Calibration,
+    EnvironmentFacts,
+    FitResult,
+    ModelInfo,
     ParityResult,
     ParityRun,
-    ProbeJob,
     ProbePoint,
     ProbeResult,
     Profiled,
-    RepeatJob,
     RepeatResult,
+)
+from mptbench.core.contract.run import (
+    BackendConfig,
+    ConvLayer,
+    DatasetConfig,
+    DeviceConfig,
+    InputConfig,
+    ModelConfig,
     Run,
     TrainConfig,
     VariantConfig,
-    decode,
-    decode_job,
-    encode,
 )
 
 __all__ = [

@@ -1,0 +1,156 @@
+"""What each kind of engine job gives back: the result the engine writes where its job
+(contract/jobs.py) said."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Profiled:
+    """Where a repeat's profiled steps went (the raw profile) and how long they took."""
+
+    dir: str
+    steps: int
+    step_s: list[float]
+    scopes: dict[str, str | None]
+
+
+@dataclass
+class ArmResult:
+    """What one repeat measured of one policy (an arm of its comparison group)."""
+
+    repeat: int
+    policy: str
+    fingerprint: dict[str, Any]
+    outcome: str | None = None
+    reason: str | None = None
+    step_s: list[float] = field(default_factory=list)  # one per step, or per block: its mean
+    rounds: list[int] = field(default_factory=list)  # the round of each timed sample
+    timed_wall_s: float | None = None
+    stopped_by: str | None = None
+    warmup_s: list[float] = field(default_factory=list)
+    steps_per_sample: int = 1
+    epochs: list[dict[str, Any]] = field(default_factory=list)
+    synthetic_step_s: list[float] | None = None
+    synthetic_rounds: list[int] | None = None
+    input_s: float | None = None  # the input pipeline alone: wall seconds per batch
+    input_cpu_s: float | None = None  # ... and the process's CPU seconds per batch
+    twin_note: str | None = None  # why no twin ran
+    profile: Profiled | None = None
+    profile_note: str | None = None
+    process: str | None = None  # the process it shared with the group's other arms
+    cpu_percent: float | None = None  # the supervisor's measurement of the trainer
+
+
+@dataclass
+class RepeatResult:
+    """One process of a comparison group: every arm it timed."""
+
+    process: str
+    arms: list[ArmResult]
+
+
+@dataclass
+class ProbePoint:
+    batch_size: int
+    first_step_s: float
+    steps_s: list[float]
+    step_s: float  # their median
+
+
+@dataclass
+class ProbeResult:
+    backend: str
+    variant: str
+    device: str
+    policy: str
+    image_size: int
+    points: list[ProbePoint]
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    hardware: dict[str, Any] = field(default_factory=dict)  # core/hardware.py identity()
+
+
+@dataclass
+class Calibration:
+    """The calibrate rule's output: peaks per kind and dtype (each with every size tried)."""
+
+    device: str
+    variant: str
+    backend: str
+    fingerprint: dict[str, Any]
+    settings: dict[str, Any]
+    jit_compile: Any
+    matmul: dict[str, dict[str, Any]]
+    conv: dict[str, dict[str, Any]]
+    matmul_vs_float32: dict[str, float]
+    conv_vs_float32: dict[str, float]
+    model_batch: int = 0  # the largest batch the models' own convolutions were timed at
+    hardware: dict[str, Any] = field(default_factory=dict)  # core/hardware.py identity()
+    machine: str = "local"  # the machine axis' value it was measured for
+
+
+@dataclass
+class ModelInfo:
+    """The model_info rule's output: what every cell of the model reads its FLOPs from."""
+
+    model: str
+    kind: str
+    input_shape: list[int]
+    num_classes: int
+    parameters: int
+    training_flops_per_example: dict[str, int]
+    forward_flops_per_example: dict[str, int]
+    flops_counted_by: str
+    builder: str | None = None
+    builder_file: str | None = None
+    builder_sha256: str | None = None
+    # Its distinct Conv2D layers: name, input [h, w, channels], filters, kernel, stride.
+    conv_layers: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class FitResult:
+    """One try of a batch size: its outcome (ok, oom, ...) and, where it ran, its peak memory
+    and where that figure comes from (the framework's device peak on a GPU; on a CPU the
+    trainer's own cgroup's peak, else its peak resident set, ru_maxrss)."""
+
+    batch_size: int
+    outcome: str
+    reason: str | None = None
+    peak_mb: float | None = None
+    peak_source: str | None = None
+    step_s: list[float] = field(default_factory=list)
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ParityRun:
+    """One run of a parity job: its policy and seed, each step's loss; under loss scaling each
+    step's scale after it and the steps whose update was skipped (non-finite gradients)."""
+
+    policy: str
+    seed: int
+    losses: list[float | None]  # None where the loss was not finite
+    outcome: str = "ok"
+    reason: str | None = None
+    loss_scale: list[float] = field(default_factory=list)
+    skipped_steps: list[int] = field(default_factory=list)
+    initial_loss_scale: float | None = None
+    val_accuracy: float | None = None  # after the steps, where the run validates
+
+
+@dataclass
+class ParityResult:
+    batch_size: int
+    runs: list[ParityRun]
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EnvironmentFacts:
+    tensorflow: str
+    keras: str
+    tf_unused_cpu_instructions: list[str]
+    onednn: str

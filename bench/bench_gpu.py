@@ -84,7 +84,7 @@ def calibrate(cfg: dict, args, out: Path) -> dict | None:
     from mptbench.core.contract import VariantConfig, decode
     from mptbench.core.devices import Device
     from mptbench.core.files import read_json
-    from mptbench.jobs.calibration import calibrate_variant
+    from mptbench.jobs.calibrate import calibrate_variant
     from mptbench.jobs.launcher import EngineFailed
     from mptbench.plan import layout
 

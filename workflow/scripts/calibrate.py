@@ -4,7 +4,7 @@ with the backend's own operations."""
 from _job import run
 
 from mptbench.core.contract import VariantConfig, decode
-from mptbench.jobs.calibration import calibrate_variant
+from mptbench.jobs.calibrate import calibrate_variant
 from mptbench.jobs.launcher import EngineFailed
 
 

@@ -28,13 +28,13 @@ from mptbench.core.contract import (
 from mptbench.core.files import read_json, write_json
 from mptbench.engine.backends import GpuMissing, start
 from mptbench.engine.calibrate import measure
+from mptbench.engine.environment import environment_facts
 from mptbench.engine.fits import fit_try, jax_memory_fraction
 from mptbench.engine.model_info import describe
 from mptbench.engine.networks import ModelError
 from mptbench.engine.parity import parity
 from mptbench.engine.probe import probe_cell
 from mptbench.engine.repeat import run_repeat
-from mptbench.engine.startup import environment_facts
 
 
 def run(job: EngineJob):

@@ -17,7 +17,7 @@ from typing import Any
 from mptbench.core.cells import BACKENDS as NAMES
 from mptbench.core.devices import Device, visible_gpus
 from mptbench.core.outcomes import first_line
-from mptbench.engine.startup import import_tensorflow
+from mptbench.engine.environment import import_tensorflow
 
 
 class GpuMissing(RuntimeError):

@@ -23,10 +23,10 @@ from mptbench.plan.layout import (
 )
 from mptbench.report import merge, sections
 from mptbench.report.breakdown import breakdown_table
+from mptbench.report.fits import fits_sections
 from mptbench.report.headline import headline_lines
 from mptbench.report.html import render_group_files, render_html
-from mptbench.report.memory import fits_sections
-from mptbench.report.numerics import learning_figure, learning_sections, parity_columns
+from mptbench.report.parity import learning_figure, learning_sections, parity_columns
 from mptbench.report.plots import render_plots
 from mptbench.report.published import load_published
 from mptbench.report.records import ReportError, load_calibrations, load_outputs, load_records

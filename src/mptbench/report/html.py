@@ -7,6 +7,7 @@ import pandas as pd
 from mptbench.plan.layout import GROUP_DIAGNOSIS, GROUP_TABLE, PUBLISHED_PLOT, group_file
 from mptbench.report import sections
 from mptbench.report.headline import backends_compared, models_compared
+from mptbench.report.machines import machine_facts, machines
 from mptbench.report.summary import GROUP_KEYS
 from mptbench.report.variants import variants_section
 
@@ -92,8 +93,8 @@ def render_html(
             compared=models_compared(summary) + backends_compared(summary),
             groups=sections.all_groups(summary, breakdown, extra),
             fits_published=(extra.fits or {}).get("published") if extra else None,
-            machines=sections.machines(summary, published),
-            several_machines=sections.machine_facts(summary),
+            machines=machines(summary, published),
+            several_machines=machine_facts(summary),
             backends=sections.backends(summary),
             variants=variants_section(summary),
             accuracy=sections.accuracy(summary),

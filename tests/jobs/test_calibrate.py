@@ -5,7 +5,7 @@ import json
 import pytest
 
 from mptbench.core.contract import VariantConfig
-from mptbench.jobs.calibration import calibrate_variant
+from mptbench.jobs.calibrate import calibrate_variant
 from mptbench.jobs.launcher import EngineFailed
 
 PYPI = VariantConfig("pypi", ("tensorflow", "jax"))

@@ -1,4 +1,5 @@
-"""Start TensorFlow and read what its C++ start-up lines say about this build."""
+"""The environment job's engine side: start TensorFlow (every TensorFlow backend starts it here)
+and read what its C++ start-up lines say about this build."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What TensorFlow's start-up lines say about its build."""
 
-from mptbench.engine.startup import startup_facts
+from mptbench.engine.environment import startup_facts
 
 GUARD_LINE = (
     "I0000 00:00:1795945288.973987    2177 cpu_feature_guard.cc:227] This TensorFlow binary is "

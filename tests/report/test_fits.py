@@ -1,7 +1,7 @@
 """The report's "What fits": one sentence per policy from the searches, the published card
 beside it."""
 
-from mptbench.report.memory import fits_sections, sentence
+from mptbench.report.fits import fits_sections, sentence
 from mptbench.report.published import load_published
 
 

@@ -1,6 +1,7 @@
 """The package's shape: packages follow the process walls, with no circle between packages or
 modules; only the engine imports a framework; in-house imports stand at the top of a module;
-short functions; a test file beside every module it tests."""
+short functions; a test file beside every module it tests; a feature goes by one name in every
+package, so `git ls-files | grep fits` finds all of it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from mptbench.core.cells import AXES, BACKENDS, Cell
+from mptbench.core.contract import JOB_KINDS
 from mptbench.engine import backends, kernels
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,6 +33,24 @@ LAYERS = {
 # or after the backend is chosen: importing Keras picks its backend for the process).
 FRAMEWORKS = {"tensorflow", "jax", "jaxlib", "torch", "keras", "tensorflow_datasets"}
 MAY_IMPORT_A_FRAMEWORK = {"engine", "data"}  # data: tfds builds and reads the cache
+# An engine job kind's feature, where its name is not the kind's: the one name its modules carry
+# in every place that has one (the engine, the job side, workflow/scripts, the report).
+FEATURE_OF_KIND = {
+    "fit": "fits",  # a fit job is one try of the fits rule's search for the largest batch
+    "describe": "model_info",  # the model_info rule's job: that a model builds, its FLOPs
+}
+REPORT_FEATURES = {"machines"}  # Machines compared: a section of the report's own, no engine job
+PLACES = [PACKAGE / "engine", PACKAGE / "jobs", ROOT / "workflow" / "scripts", PACKAGE / "report"]
+# Names features went by before they had one: a module by one of them is a feature under a
+# second name. "memory" is the trainer's OOM evidence, jobs/memory.py, and nothing else.
+SECOND_NAMES = {
+    "memory": "fits",
+    "fit": "fits",
+    "numerics": "parity",
+    "calibration": "calibrate",
+    "startup": "environment",
+}
+OOM_EVIDENCE = PACKAGE / "jobs" / "memory.py"
 
 
 def _modules() -> dict[str, Path]:
@@ -191,3 +211,105 @@ def test_every_test_file_mirrors_a_module():
 def test_each_layer_is_a_package():
     for layer in LAYERS:
         assert (PACKAGE / layer / "__init__.py").exists(), layer
+
+
+def _feature(kind: str) -> str:
+    return FEATURE_OF_KIND.get(kind, kind)
+
+
+def _features() -> set[str]:
+    return {_feature(kind) for kind in JOB_KINDS} | REPORT_FEATURES
+
+
+def _engine_modules_by_job() -> dict[str, set[str]]:
+    """Per job class engine/__main__.py's `run` branches on: the engine modules whose functions
+    run it (engine/backends.py's `start` aside: it starts every kind's framework)."""
+    tree = ast.parse((PACKAGE / "engine" / "__main__.py").read_text())
+    module_of = {
+        alias.asname or alias.name: node.module.removeprefix("mptbench.engine.")
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mptbench.engine.")
+        for alias in node.names
+    }
+    run = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run")
+    found = {}
+    for branch in run.body:
+        if isinstance(branch, ast.If) and getattr(branch.test, "func", None):
+            called = {
+                call.func.id
+                for statement in branch.body
+                for call in ast.walk(statement)
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+            }
+            modules = {module_of[name] for name in called if name in module_of}
+            found[branch.test.args[1].id] = modules - {"backends"}
+    return found
+
+
+def _kinds_run_by(path: Path) -> set[str]:
+    """The kinds of engine job a module builds or runs: those whose job class it imports."""
+    kind_of = {cls.__name__: kind for kind, cls in JOB_KINDS.items()}
+    return {
+        kind_of[alias.name]
+        for node, _ in _import_nodes(path)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.name in kind_of
+    }
+
+
+def _named_after(name: str) -> set[str]:
+    """The features a function's name names: fits_sections, parity_columns, machine_facts."""
+    words = set(name.split("_"))
+    return {f for f in _features() if words & {f, f.removesuffix("s")}}
+
+
+def _misnamed(paths: list[Path]) -> list[str]:
+    """Modules that are a feature's under another name than the feature's: one that builds or
+    runs one kind of engine job (the launcher and the engine's entry point run every kind, the
+    trainer two: they are no feature's), one by a name a feature went by, and a report module
+    holding a function named after a feature."""
+    wrong = []
+    for path in paths:
+        kinds = _kinds_run_by(path)
+        if len(kinds) == 1 and path.stem != _feature(*kinds):
+            wrong.append(f"{path}: runs {kinds} jobs, so is {_feature(*kinds)}.py")
+        if path.stem in SECOND_NAMES and path != OOM_EVIDENCE:
+            wrong.append(f"{path}: {SECOND_NAMES[path.stem]} under a second name")
+        if path.parent.name == "report":
+            for node in ast.parse(path.read_text()).body:
+                if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                    if not _named_after(node.name) <= {path.stem}:
+                        wrong.append(f"{path}: {node.name} is {_named_after(node.name)}'s")
+    return wrong
+
+
+def test_each_engine_job_kind_runs_in_its_engine_module():
+    """engine/__main__.py runs a kind's job with functions of engine/<its feature>.py alone."""
+    expected = {cls.__name__: {_feature(kind)} for kind, cls in JOB_KINDS.items()}
+    assert _engine_modules_by_job() == expected
+    for feature in _features() - REPORT_FEATURES:
+        assert (PACKAGE / "engine" / f"{feature}.py").exists(), feature
+
+
+def test_a_feature_goes_by_one_name_in_every_package():
+    paths = [p for place in PLACES for p in sorted(place.glob("*.py")) if p.stem[0] != "_"]
+    assert not _misnamed(paths)
+    # Its workflow script runs its job side, where it has both.
+    for feature in _features():
+        script = ROOT / "workflow" / "scripts" / f"{feature}.py"
+        if script.exists() and (PACKAGE / "jobs" / f"{feature}.py").exists():
+            imported = {n for node, _ in _import_nodes(script) for n in _names(node)}
+            assert f"mptbench.jobs.{feature}" in imported, script
+
+
+def test_the_name_check_fails_on_a_feature_under_a_second_name(tmp_path):
+    """report/numerics.py back, with parity's code in it, is caught three ways over."""
+    numerics = tmp_path / "report" / "numerics.py"
+    numerics.parent.mkdir()
+    numerics.write_text(
+        "from mptbench.core.contract import ParityJob\n\n\ndef parity_columns(): ...\n"
+    )
+    assert len(_misnamed([numerics])) == 3
+    # The real parity module passes under its own name.
+    assert not _misnamed([PACKAGE / "report" / "parity.py", PACKAGE / "jobs" / "parity.py"])

@@ -2,29 +2,38 @@
 
 Steps are drawn from noise models that hold what was seen on shared 2-core machines: a spread
 between processes of 2-8% (part shared by the policies of one process, part each policy's
-own), autocorrelated steps within a process (AR(1), phi up to 0.9), occasional slow outliers
-and slow drift over minutes. The simulated steps go through the production code unchanged:
-each process's policies take turns in rounds (engine/rounds.py), each timed by its StepClock
-(engine/timing.py) under the default train settings (conf/train/benchmark.yaml); the number of
-processes is decided by jobs/repeats.py (3, then as many more as their spread says a speedup
-needs for ±precision, up to max_repeats: Stein's two-stage procedure); the step and speedup
-intervals come from core/stats.py.
+own; normal, heavy-tailed or bimodal), a per-policy effect that moves with the process (a
+policy whose step follows the shared part more or less than the baseline's), autocorrelated
+steps within a process (AR(1), phi up to 0.9), occasional slow outliers in any process, slow
+drift over minutes, and carry-over from one turn to the next (the first step of a turn after
+another arm's turn is slower by an amount that depends on that arm). The simulated steps go
+through the production code unchanged: each process's policies take turns in rounds
+(engine/rounds.py), each timed by the StepClock the engine builds (engine/repeat.py `_clock`:
+the default train settings of conf/train/benchmark.yaml with their warm-up time and step
+limit: an arm whose first timed step is over train.max_step_seconds stops as over_budget and
+leaves the group); the number of processes is decided by jobs/repeats.py (3, then as many more
+as their spread says a speedup needs for ±precision, up to max_repeats: Stein's two-stage
+procedure); the intervals come from core/stats.py.
 
-For each noise model it prints, over --experiments simulated comparisons: how often the 95%
-interval of the baseline's step and of the speedup holds the true value (coverage; the target
-is 93% or more; for the step also the step while it was measured, "window": a drift slower
-than the minute or two a group takes is in no interval measured within it, and reruns at
-another time show it), how often an A/A comparison (a copy of the baseline) is called faster or
-slower, the median half-width of the speedup's interval, the processes used, and the fewest
-timed steps any arm had in a process.
+The regimes are the default grid's on a 2-core CPU: 50 ms, 1 s and 12 s baseline steps (100,
+20 and 3 timed steps a process under the 20 s share of time_budget_s; 5, 3 and 1 steps a turn),
+groups of 2 and 3 arms, true speedups of 0.12x, 1.08x and 1.7x. Each regime runs A/A tries
+(the first policy a copy of the baseline: 1.0x) and A/B tries, and prints how often the 95%
+speedup intervals hold the true speedup (coverage; target 93% or more) in all and for the
+worst arm, how often a copy of the baseline is called faster or slower (A/A false; target 5%
+or less), each with its binomial standard error, the median half-width, the processes a group
+used, and the share of speedups left without an interval (an arm over the step limit in its
+first process).
 
-    python bench/bench_coverage.py --experiments 400
+    python bench/bench_coverage.py                 # 2000 A/A and 2000 A/B tries a regime
+    python bench/bench_coverage.py --quick         # a smoke run: 40 of each
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import math
 import random
@@ -40,110 +49,176 @@ sys.path.insert(0, str(ROOT / "src"))
 from mptbench.core import stats  # noqa: E402
 from mptbench.core.contract import ArmResult, RepeatResult, Run  # noqa: E402
 from mptbench.core.policies import Policy  # noqa: E402
+from mptbench.engine.repeat import _clock  # noqa: E402
 from mptbench.engine.rounds import Rounds  # noqa: E402
-from mptbench.engine.timing import StepClock, after_turn  # noqa: E402
+from mptbench.engine.timing import after_turn  # noqa: E402
 from mptbench.jobs import repeats  # noqa: E402
 from mptbench.plan import Cell, compose_config, run_config  # noqa: E402
 
-STEP_S = 0.060  # the baseline's true step: 60 ms (the issue's "50 ms or more" cells)
-TRUE_SPEEDUP = 1.10  # the other policy's, in the comparisons that have an effect
+COMPILE = 3.0  # a process's first step of each arm takes this many steps (it compiles)
+START_S = 8.0  # starting a process and its framework
+DRIFT_S = 120.0  # how slowly the machine's drift forgets (another tenant's load comes and goes)
+# The first step of a turn that follows another arm's is slowed by `carry` times that arm's
+# weight: float32 and its copies move the most bytes (1), the mixed policies half as many.
+CARRY_WEIGHT = {"baseline": 1.0, "copy": 1.0, "policy": 0.5}
 
 
 @dataclass(frozen=True)
-class Noise:
-    """log(step) = log(true) + shared + own + drift(t) + AR(1), times an occasional outlier."""
+class Regime:
+    """log(step) = log(true) + (1 + systematic) x shared + own + drift(t) + AR(1), times an
+    occasional outlier, plus carry-over on a turn's first step."""
 
     name: str
-    shared: float = 0.0  # sd of the process effect both policies share
-    own: float = 0.0  # sd of each policy's own process effect
-    phi: float = 0.0  # AR(1) coefficient of the steps within a process
+    step_s: float  # the baseline's true step
+    effects: tuple[float, ...]  # the A/B tries' true speedups (A/A: the first is 1.0)
+    shared: float = 0.02  # sd of the process effect the policies share
+    own: float = 0.005  # sd of each policy's own process effect
+    shape: str = "normal"  # of both process effects: normal, heavy (t, 3 df) or bimodal
+    phi: float = 0.3  # AR(1) coefficient of the steps within a process
     sd: float = 0.01  # stationary sd of the AR(1) part
-    outliers: float = 0.0  # share of steps slowed 1.5-3x
-    drift: float = 0.0  # amplitude of a slow sine (period 3 minutes, random phase)
+    outliers: float = 0.0  # share of steps slowed 1.5-3x, in any process
+    drift: float = 0.0  # sd of the machine's slow drift (shared by every process)
+    systematic: float = 0.0  # how much more than the baseline a policy follows `shared`
+    carry: float = 0.0  # the slowdown of a turn's first step after another arm (weight 1)
 
 
-NOISES = [
-    Noise("quiet", shared=0.02, own=0.005, phi=0.3, sd=0.01),
-    Noise("processes 8%", shared=0.08, own=0.02, phi=0.5, sd=0.02),
-    Noise("own 4% per policy", own=0.04, phi=0.5, sd=0.02),
-    Noise("AR(1) phi 0.9", shared=0.04, own=0.01, phi=0.9, sd=0.03),
-    Noise("outliers 3%", shared=0.04, own=0.01, phi=0.5, sd=0.02, outliers=0.03),
-    Noise("drift 5%", shared=0.04, own=0.01, phi=0.5, sd=0.02, drift=0.05),
-    Noise("all of it", shared=0.08, own=0.02, phi=0.9, sd=0.03, outliers=0.02, drift=0.05),
+MS50, S1, S12 = 0.050, 1.0, 12.0
+B16, GRID = (1.08,), (1.7, 0.12)  # bf16's few percent; the grid's bf16 and fp16 on the CPU
+LONG = (1.08, 1.7)  # at 12 s fp16's 0.12x would be a 100 s step: over the step limit
+BAD = dict(shared=0.08, own=0.02, phi=0.9, sd=0.03, outliers=0.03, drift=0.05)
+REGIMES = [
+    Regime("50ms quiet", MS50, B16),
+    Regime("50ms all of it", MS50, B16, **BAD),
+    Regime("50ms own 4%", MS50, B16, shared=0.04, own=0.04, phi=0.5, sd=0.02),
+    Regime("50ms 3 arms heavy", MS50, GRID, shared=0.04, own=0.01, shape="heavy",
+           outliers=0.03, systematic=0.25, carry=0.03),
+    Regime("1s processes 8%", S1, B16, shared=0.08, own=0.02, phi=0.5, sd=0.02),
+    Regime("1s outliers 3%", S1, B16, shared=0.04, own=0.01, phi=0.5, sd=0.02, outliers=0.03),
+    Regime("1s 3 arms heavy", S1, GRID, shared=0.04, own=0.01, shape="heavy", phi=0.5,
+           sd=0.02, outliers=0.03, systematic=0.25),
+    Regime("1s 3 arms bimodal", S1, LONG, shared=0.04, own=0.01, shape="bimodal", phi=0.5,
+           sd=0.02, drift=0.05, carry=0.03),
+    Regime("12s quiet", S12, B16),
+    Regime("12s processes 8%", S12, B16, shared=0.08, own=0.02, phi=0.5, sd=0.02),
+    Regime("12s outliers 3%", S12, B16, shared=0.04, own=0.01, phi=0.5, sd=0.02,
+           outliers=0.03),
+    Regime("12s 1.7x heavy", S12, (1.7,), shared=0.04, own=0.01, shape="heavy", phi=0.5,
+           sd=0.02, outliers=0.03),
+    Regime("12s own 4% systematic", S12, B16, shared=0.08, own=0.04, phi=0.5, sd=0.02,
+           systematic=0.5),
+    Regime("12s 3 arms bimodal", S12, LONG, shared=0.04, own=0.01, shape="bimodal", phi=0.5,
+           sd=0.02, outliers=0.03, drift=0.05, carry=0.03),
+    Regime("12s 3 arms heavy", S12, LONG, shared=0.04, own=0.01, shape="heavy", phi=0.5,
+           sd=0.02, outliers=0.03, systematic=0.25, carry=0.03),
+    Regime("12s 3 arms all of it", S12, LONG, shape="heavy", systematic=0.25, carry=0.03,
+           **BAD),
 ]
+
+
+def process_effect(rng: random.Random, sd: float, shape: str) -> float:
+    """One draw of mean 0 and standard deviation `sd`: normal; heavy (Student t, 3 df: one
+    process in 72 beyond 3 sd, where a normal has one in 370); or bimodal (one process in four
+    in a slow mode 2 sd above the others, each mode's spread half the whole's)."""
+    if sd == 0:
+        return 0.0
+    if shape == "heavy":
+        chi2 = sum(rng.gauss(0, 1) ** 2 for _ in range(3))
+        return sd * rng.gauss(0, 1) / math.sqrt(chi2 / 3) / math.sqrt(3)
+    if shape == "bimodal":
+        return rng.gauss(0, sd / 2) + 2 * sd * ((rng.random() < 0.25) - 0.25)
+    return rng.gauss(0, sd)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One policy of a simulated group: its true step and what kind of arm it is."""
+
+    name: str
+    true_s: float
+    kind: str  # baseline, copy or policy (CARRY_WEIGHT)
 
 
 class Machine:
     """A shared clock and the noise: what each simulated step takes."""
 
-    def __init__(self, noise: Noise, rng: random.Random):
-        self.noise, self.rng, self.t = noise, rng, 0.0
-        self.phase = rng.uniform(0, 2 * math.pi)
+    def __init__(self, regime: Regime, rng: random.Random):
+        self.regime, self.rng, self.t = regime, rng, 0.0
+        self.level = rng.gauss(0, regime.drift)  # the drift's, in log(step)
+        self.last: Arm | None = None
 
     def now(self) -> float:
         return self.t
 
-    def process(self, arms: list[str]) -> dict[str, dict]:
-        shared = self.rng.gauss(0, self.noise.shared)
-        return {a: {"level": shared + self.rng.gauss(0, self.noise.own), "ar": 0.0} for a in arms}
+    def process(self, arms: list[Arm]) -> dict[str, dict]:
+        """A fresh process's effects on each arm (it starts with no turn before its first)."""
+        r, self.last = self.regime, None
+        shared = process_effect(self.rng, r.shared, r.shape)
+        own = {a.name: process_effect(self.rng, r.own, r.shape) for a in arms}
+        follows = {a.name: 1 + (r.systematic if a.kind == "policy" else 0) for a in arms}
+        return {a.name: {"level": shared * follows[a.name] + own[a.name], "ar": 0.0} for a in arms}
 
-    def drift(self) -> float:
-        return self.noise.drift * math.sin(2 * math.pi * self.t / 180 + self.phase)
-
-    def step(self, true_s: float, state: dict) -> float:
-        n = self.noise
-        innovation = n.sd * math.sqrt(1 - n.phi**2)
-        state["ar"] = n.phi * state["ar"] + self.rng.gauss(0, innovation)
-        drift = self.drift()
-        seconds = true_s * math.exp(state["level"] + state["ar"] + drift)
-        if self.rng.random() < n.outliers:
-            seconds *= self.rng.uniform(1.5, 3.0)
+    def wait(self, seconds: float) -> None:
+        """Time passes; the drift moves on (Ornstein-Uhlenbeck: it forgets in DRIFT_S)."""
+        keep = math.exp(-seconds / DRIFT_S)
+        self.level = keep * self.level + self.rng.gauss(0, self.regime.drift) * math.sqrt(
+            1 - keep**2
+        )
         self.t += seconds
+
+    def step(self, arm: Arm, state: dict, first: bool) -> float:
+        """One step of `arm` (its process's first compiles); the clock moves on by it."""
+        r = self.regime
+        state["ar"] = r.phi * state["ar"] + self.rng.gauss(0, r.sd * math.sqrt(1 - r.phi**2))
+        seconds = arm.true_s * math.exp(state["level"] + state["ar"] + self.level)
+        if first:
+            seconds *= COMPILE
+        if self.last is not None and self.last is not arm:
+            seconds *= 1 + r.carry * CARRY_WEIGHT[self.last.kind]
+        if self.rng.random() < r.outliers:
+            seconds *= self.rng.uniform(1.5, 3.0)
+        self.wait(seconds)
+        self.last = arm
         return seconds
 
 
 class SimulatedTrainer:
     """Stands in for jobs/trainer.py: one repeat is one simulated process in which the arms
-    take turns (engine/rounds.py) and are timed by their StepClocks (engine/timing.py)."""
+    take turns (engine/rounds.py), each timed by the clock the engine builds for it."""
 
-    def __init__(self, machine: Machine, truth: dict[str, float]):
-        self.machine, self.truth, self.fewest = machine, truth, math.inf
-        self.drifts: dict[str, list[float]] = {}  # the drift each process's timed steps saw
+    def __init__(self, machine: Machine, arms: dict[str, Arm]):
+        self.machine, self.arms = machine, arms
+        self.counts: list[tuple[int, int]] = []  # the baseline's (timed steps, rounds)
 
     def repeat(self, prepared, repeat: int, runs: list[Run]) -> RepeatResult:
         names = [r.policy.name for r in runs]
         train = runs[0].train
         turns = Rounds(names, train.round_samples, train.round_seconds)
-        clocks = {
-            r.policy.name: StepClock(
-                train.warmup_steps, train.timed_steps, train.min_timed_steps,
-                train.time_budget_s / train.repeats, now=self.machine.now,
-            )
-            for r in runs
-        }  # fmt: skip
-        states = self.machine.process(names)
-        self.machine.t += 8.0  # starting the process and the framework
+        clocks = {r.policy.name: _clock(r) for r in runs}
+        for clock in clocks.values():
+            clock._now = self.machine.now  # the simulated time, not the wall's
+        states = self.machine.process([self.arms[n] for n in names])
+        self.machine.wait(START_S)
         while turns.live:
-            arm = turns.current
-            clock = clocks[arm]
+            name = turns.current
+            clock = clocks[name]
             clock.batch_begin()
-            warm = clock.step < train.warmup_steps
-            drift = self.machine.drift()
-            self.machine.step(self.truth[arm] * (3 if warm else 1), states[arm])
-            after_turn(clock, turns, arm, clock.batch_end(0.0))
-            if clock.last_timed:
-                states[arm].setdefault("drifts", []).append(drift)
+            self.machine.step(self.arms[name], states[name], first=clock.step == 0)
+            after_turn(clock, turns, name, clock.batch_end(0.0))
         process = f"p{repeat}-{self.machine.rng.random():.9f}"
-        arms = []
+        results = []
         for name, clock in clocks.items():
-            self.fewest = min(self.fewest, len(clock.step_seconds))
-            self.drifts.setdefault(name, []).append(statistics.fmean(states[name]["drifts"]))
-            arms.append(ArmResult(repeat, name, {}, outcome="ok", step_s=clock.step_seconds,
-                                  rounds=clock.rounds, process=process))  # fmt: skip
-        return RepeatResult(process, arms)
+            clock.close_segment()
+            outcome = "over_budget" if clock.over_budget else "ok"
+            if self.arms[name].kind == "baseline":
+                self.counts.append((len(clock.step_seconds), len(set(clock.rounds))))
+            results.append(ArmResult(repeat, name, {}, outcome=outcome,
+                                     step_s=clock.step_seconds, rounds=clock.rounds,
+                                     process=process))  # fmt: skip
+        return RepeatResult(process, results)
 
 
-def runs_for(policies: list[str]) -> list[Run]:
+@functools.cache
+def runs_for(names: tuple[str, ...]) -> list[Run]:
     """The default train settings (conf/train/benchmark.yaml), for a group of policies."""
     cfg = compose_config(ROOT / "conf", None, ["policy=[float32]"])
     base = run_config(
@@ -151,129 +226,109 @@ def runs_for(policies: list[str]) -> list[Run]:
     )
     return [
         replace(base, policy=Policy(name, "float32", baseline=i == 0))
-        for i, name in enumerate(policies)
+        for i, name in enumerate(names)
     ]
 
 
-def experiment(noise: Noise, rng: random.Random, runs: list[Run], speedup: float) -> dict:
-    truth = {runs[0].policy.name: STEP_S, runs[1].policy.name: STEP_S / speedup}
-    trainer = SimulatedTrainer(Machine(noise, rng), truth)
+def group(regime: Regime, aa: bool) -> tuple[list[Arm], list[Run]]:
+    """The arms of one try: the baseline, then one per effect (in an A/A try the first is a
+    copy of the baseline)."""
+    arms = [Arm("float32", regime.step_s, "baseline")]
+    for i, effect in enumerate(regime.effects):
+        if aa and i == 0:
+            arms.append(Arm("float32_copy", regime.step_s, "copy"))
+        else:
+            arms.append(Arm(f"policy{i}_{effect}x", regime.step_s / effect, "policy"))
+    return arms, runs_for(tuple(a.name for a in arms))
+
+
+def experiment(regime: Regime, rng: random.Random, aa: bool) -> dict:
+    """One simulated comparison group: each non-baseline arm's speedup against the truth."""
+    arms, runs = group(regime, aa)
+    trainer = SimulatedTrainer(Machine(regime, rng), {a.name: a for a in arms})
     with contextlib.redirect_stdout(io.StringIO()):  # what a job would log
         measured = repeats.measure(trainer, "unused", runs)
-    base = measured.results[runs[0].policy.name]
-    step = stats.step_estimate([r.step_s for r in base])
-    # The step while it was measured: the same machine, minus what changes between processes.
-    window = STEP_S * math.exp(statistics.fmean(trainer.drifts[runs[0].policy.name]))
-    first = runs[0].train.repeats
-    found = repeats.speedups(measured.results, runs, first)[runs[1].policy.name]
+    found = repeats.speedups(measured.results, runs, runs[0].train.repeats)
+    speedups = []
+    for i, arm in enumerate(arms[1:]):
+        true = regime.step_s / arm.true_s
+        estimate = found.get(arm.name)
+        if estimate is None or estimate.low is None:
+            speedups.append({"arm": i, "copy": arm.kind == "copy", "interval": False})
+            continue
+        called = stats.verdict(estimate) in ("faster", "slower")
+        speedups.append(
+            {
+                "arm": i,
+                "copy": arm.kind == "copy",
+                "interval": True,
+                "covered": estimate.low <= true <= estimate.high,
+                "false": arm.kind == "copy" and called,
+                "half_width": estimate.half_width,
+            }
+        )
     return {
-        "step_covered": step.low <= STEP_S <= step.high,
-        "window_covered": step.low <= window <= step.high,
-        "speedup_covered": found.low <= speedup <= found.high,
-        "verdict": stats.verdict(found),
-        "half_width": found.half_width,
+        "speedups": speedups,
         "processes": measured.repeats,
-        "fewest": trainer.fewest,
+        "counts": trainer.counts,
     }
 
 
-# ---- the method before (for the closing comparison): each cell in its own job, 2 processes,
-# each stopped once a bootstrap said its median was known to ±2% (at least 3 steps), a
-# two-level percentile bootstrap for the step and independent bootstraps for the ratio.
+def _share(hits: list[bool]) -> str:
+    """A share in percent with its binomial standard error."""
+    if not hits:
+        return "-"
+    p = sum(hits) / len(hits)
+    return f"{100 * p:.1f} ± {100 * math.sqrt(p * (1 - p) / len(hits)):.1f}%"
 
 
-def _bootstrap(repeats: list[list[float]], rng, n: int = 2000):
-    import numpy as np
-
-    arrays = [np.asarray(r) for r in repeats]
-    k = len(arrays)
-    picks = rng.integers(0, k, size=(n, k)) if k > 1 else np.zeros((n, 1), dtype=int)
-    medians = np.empty((n, k))
-    for j, steps in enumerate(arrays):
-        medians[:, j] = np.median(steps[rng.integers(0, len(steps), size=(n, len(steps)))], 1)
-    return np.median(np.take_along_axis(medians, picks, axis=1), axis=1)
-
-
-def _old_process(machine: Machine, true_s: float, rng) -> list[float]:
-    import numpy as np
-
-    state = machine.process(["a"])["a"]
-    machine.t += 8.0
-    steps = []
-    for _ in range(2):
-        machine.step(true_s * 3, state)  # warm-up
-    while len(steps) < 100:
-        steps.append(machine.step(true_s, state))
-        if len(steps) >= 3:
-            lo, hi = np.percentile(_bootstrap([steps], rng, 400), [2.5, 97.5])
-            if (hi - lo) / 2 / statistics.median(steps) <= 0.02:
-                break
-    return steps
-
-
-def old_experiment(noise: Noise, rng: random.Random, speedup: float) -> dict:
-    import numpy as np
-
-    machine, nprng = Machine(noise, rng), np.random.default_rng(rng.randrange(2**32))
-    base = [_old_process(machine, STEP_S, nprng) for _ in range(2)]
-    other = [_old_process(machine, STEP_S / speedup, nprng) for _ in range(2)]
-    b, o = _bootstrap(base, nprng), _bootstrap(other, nprng)
-    lo, hi = np.percentile(b, [2.5, 97.5])
-    rlo, rhi = np.percentile(b / o, [2.5, 97.5])
-    verdict = "faster" if rlo > 1 else "slower" if rhi < 1 else "no measurable difference"
-    return {
-        "step_covered": lo <= STEP_S <= hi, "window_covered": lo <= STEP_S <= hi,
-        "speedup_covered": rlo <= speedup <= rhi, "verdict": verdict,
-        "half_width": (rhi - rlo) / 2 / (statistics.median(b) / statistics.median(o)),
-        "processes": 2, "fewest": min(len(s) for s in base + other),
-    }  # fmt: skip
-
-
-def table(noises: list[Noise], count: int, seed: int, before: bool = False) -> list[str]:
-    aa, ab = runs_for(["float32", "float32_copy"]), runs_for(["float32", "faster"])
-    lines = [
-        f"{'noise model':<20}{'step cov.':>10}{'(window)':>10}{'speedup cov.':>13}"
-        f"{'A/A false':>11}{'half-width':>11}{'processes':>10}{'fewest steps':>13}",
+def row(regime: Regime, tries: int, seed: int) -> str:
+    """The regime's line of the table, from `tries` A/A and `tries` A/B tries."""
+    rng = random.Random(f"{seed}:{regime.name}")
+    results = [experiment(regime, rng, aa) for aa in (True, False) for _ in range(tries)]
+    found = [s for r in results for s in r["speedups"]]
+    judged = [s for s in found if s["interval"]]
+    by_arm: dict[tuple, list[bool]] = {}
+    for s in judged:
+        by_arm.setdefault((s["copy"], s["arm"]), []).append(s["covered"])
+    worst = min(by_arm.values(), key=lambda hits: sum(hits) / len(hits))
+    counts = [c for r in results for c in r["counts"]]
+    steps = statistics.median(n for n, _ in counts)
+    per_turn = statistics.median(n / k for n, k in counts if k)
+    effects = ", ".join(f"{e:g}" for e in regime.effects)
+    cells = [
+        regime.name, f"{1 + len(regime.effects)}: {effects}", f"{steps:g} / {per_turn:.3g}",
+        _share([s["covered"] for s in judged]), _share(worst),
+        _share([s["false"] for s in judged if s["copy"]]),
+        f"{100 * statistics.median(s['half_width'] for s in judged):.1f}%",
+        f"{statistics.fmean(r['processes'] for r in results):.2f}",
+        f"{100 * (1 - len(judged) / len(found)):.1f}%",
     ]
-    for noise in noises:
-        rng = random.Random(seed)
-        if before:
-            nulls = [old_experiment(noise, rng, 1.0) for _ in range(count)]
-            effects = [old_experiment(noise, rng, TRUE_SPEEDUP) for _ in range(count)]
-        else:
-            nulls = [experiment(noise, rng, aa, 1.0) for _ in range(count)]
-            effects = [experiment(noise, rng, ab, TRUE_SPEEDUP) for _ in range(count)]
-        both = nulls + effects
-        false = f"{100 * sum(r['verdict'] in ('faster', 'slower') for r in nulls) / count:.1f}%"
-        width = f"{100 * statistics.median(r['half_width'] for r in both):.1f}%"
-        lines.append(
-            f"{noise.name:<20}{_share(both, 'step_covered'):>10}"
-            f"{_share(both, 'window_covered'):>10}"
-            f"{_share(both, 'speedup_covered'):>13}{false:>11}{width:>11}"
-            f"{statistics.mean(r['processes'] for r in both):>10.2f}"
-            f"{min(r['fewest'] for r in both):>13}"
-        )
-    return lines
+    return "| " + " | ".join(cells) + " |"
 
 
-def _share(results: list[dict], key: str) -> str:
-    return f"{100 * sum(r[key] for r in results) / len(results):.1f}%"
+HEAD = (
+    "| regime | arms: speedups | steps / per turn | speedup cov. | worst arm | A/A false "
+    "| half-width | processes | no interval |"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--experiments", type=int, default=400, help="per noise model and arm")
+    parser.add_argument("--tries", type=int, default=2000, help="A/A and A/B tries a regime")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 40 tries of each")
+    parser.add_argument("--only", default="", help="the regimes whose name holds this")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--before", action="store_true",
-                        help="the method before paired rounds, for comparison")  # fmt: skip
     args = parser.parse_args(argv)
+    tries = 40 if args.quick else args.tries
     started = time.monotonic()
-    print(f"{args.experiments} A/A and {args.experiments} A/B ({TRUE_SPEEDUP}x) comparisons per "
-          f"noise model; true step {1000 * STEP_S:.0f} ms; nominal 95% intervals")  # fmt: skip
-    if args.before:
-        print("the method before: 2 processes per cell, a bootstrap stop at ±2%, bootstraps")
-    for line in table(NOISES, args.experiments, args.seed, args.before):
-        print(line, flush=True)
+    print(f"{tries} A/A and {tries} A/B tries per regime; nominal 95% intervals; "
+          "± one binomial standard error")  # fmt: skip
+    print(HEAD)
+    print("|" + " --- |" * HEAD.count(" | ") + " --- |")
+    for regime in REGIMES:
+        if args.only in regime.name:
+            print(row(regime, tries, args.seed), flush=True)
     print(f"{time.monotonic() - started:.0f} s")
     return 0
 

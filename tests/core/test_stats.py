@@ -64,6 +64,25 @@ def test_a_paired_speedup_pairs_by_process_and_ignores_processes_not_shared():
     assert stats.paired_speedup(baseline, [("elsewhere", [1.0], [0])]) is None
 
 
+def test_an_outlier_in_an_added_process_widens_the_interval_not_only_moves_it():
+    """Three processes planned agree within 1-2%; two were added for precision. Where the
+    added ones agree too, the interval is Stein's: the first three's spread and degrees of
+    freedom. Where the last is 35% off, it moves the mean and widens the interval as well,
+    so a copy of the baseline is not called faster on the strength of one process."""
+    first = [0.0, 0.02, -0.01]
+    quiet = stats.of_logs([*first, 0.01, 0.0], first=3)
+    outlier = stats.of_logs([*first, 0.01, 0.3], first=3)
+    stein_se = statistics.stdev(first) / math.sqrt(5)
+    assert quiet.log_se == pytest.approx(stein_se) and quiet.df == outlier.df == 2
+    assert outlier.value > quiet.value and outlier.half_width > 5 * quiet.half_width
+    assert outlier.low < 1 < outlier.high
+    assert stats.verdict(outlier) == "no measurable difference"
+    # The first stage's spread alone would have moved the interval off 1 without widening it.
+    moved_only = stats.Estimate(outlier.value, 5, stein_se, df=2)
+    assert moved_only.half_width == pytest.approx(quiet.half_width)
+    assert stats.verdict(moved_only) == "faster"
+
+
 def test_an_unpaired_speedup_keeps_the_spread_between_processes():
     estimate = stats.unpaired_log_ratios([1.0, 1.2, 0.9], [0.5, 0.6, 0.45])
     assert estimate.value == pytest.approx(2.0)

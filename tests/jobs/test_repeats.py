@@ -9,7 +9,7 @@ from workflow_helpers import smoke_cell_run
 
 from mptbench.core.contract import ArmResult, RepeatResult
 from mptbench.core.policies import Policy
-from mptbench.core.stats import half_width_after
+from mptbench.core.stats import half_width_after, verdict
 from mptbench.jobs.group import _why_no_more
 from mptbench.jobs.repeats import futile, measure, speedups
 from mptbench.jobs.trainer import Death
@@ -56,6 +56,21 @@ def test_a_spread_first_stage_asks_for_more_processes_up_to_the_most():
     trainer = Trainer([_process(1.0, 0.97), _process(1.0, 1.03), _process(1.0, 1.0)] * 2)
     measured = measure(trainer, "p.json", runs)
     assert measured.repeats == 5  # Stein's plan wanted more than 5: capped
+
+
+def test_an_added_process_that_is_far_off_widens_the_speedup_beyond_the_plan():
+    """±3% in the first three processes: two more were planned, their interval ±5.7%; the
+    last of them has the policy 30% slower. The speedup's interval takes that spread, wider
+    than planned, and the group does not call the policy slower on one process."""
+    runs = _runs("a", "b", repeats=3, max_repeats=5, precision=0.03)
+    trainer = Trainer([_process(1.0, 0.97), _process(1.0, 1.03), _process(1.0, 1.0),
+                       _process(1.0, 1.0), _process(1.0, 1.43)])  # fmt: skip
+    measured = measure(trainer, "p.json", runs)
+    assert measured.repeats == 5
+    first = speedups({k: v[:3] for k, v in measured.results.items()}, runs)["b"]
+    found = speedups(measured.results, runs, 3)["b"]
+    assert found.value < 0.95 and found.half_width > 2 * half_width_after(first, 5)
+    assert verdict(found) == "no measurable difference"
 
 
 def test_no_more_processes_where_even_the_most_would_stay_far_wider_than_asked():

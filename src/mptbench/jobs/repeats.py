@@ -96,7 +96,8 @@ FUTILE = 2.0
 
 def futile(first_stage: stats.Estimate, precision: float, most: int) -> bool:
     """A first stage whose spread says even `most` processes would leave the speedup's
-    interval wider than FUTILE x precision."""
+    interval wider than FUTILE x precision (the interval they gave would be at least that
+    wide: it takes the larger of the first stage's spread and all processes')."""
     after = stats.half_width_after(first_stage, most)
     return after is not None and after > FUTILE * precision
 

@@ -2,7 +2,8 @@
 
 
 rule make_fixture:
-    # Only the smoke datasets have a fixture: an archive in the real layout, made here.
+    # Only the smoke datasets have a fixture (the others no such key): an archive in the real
+    # layout, made here.
     output:
         archive=layout.FIXTURE,
         sha256=f"{layout.FIXTURE}.sha256",
@@ -61,7 +62,8 @@ rule prepare:
         image_size=DATASET["image_size"],
         builder=DATASET["builder"],
         data_dir=output_dir,
-        url=DATASET.get("url") or DATASET.get("path"),
+        # A folder of images has no url but a path; only image_folder's config has the key.
+        url=DATASET["url"] or DATASET.get("path"),
         dataset=DATASET,
     script:
         "../scripts/prepare.py"

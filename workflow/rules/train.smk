@@ -136,7 +136,7 @@ rule parity:
         gpu=device_gpus,
     params:
         runs=train_runs,
-        settings=parity_settings,
+        settings=PARITY_SETTINGS,
     script:
         "../scripts/parity.py"
 

@@ -1,5 +1,6 @@
 """The plan: what runs when the Snakefile is parsed. Hydra composition, its schema and checks,
-the grid of cells with what each cell's run is given, and where every file lives."""
+the grid of cells with what each cell's run is given, where every file lives, and what each
+rule's jobs wait for, are given and ask the scheduler for."""
 
 from mptbench.plan.compose import (
     check_workflow_config,

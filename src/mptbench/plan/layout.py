@@ -9,7 +9,7 @@ import hashlib
 import json
 from typing import Any
 
-from mptbench.core.cells import AXES, GROUP_AXES, PROBE_AXES
+from mptbench.core.cells import AXES, GROUP_AXES, PROBE_AXES, Cell
 
 RESULTS = "results/{experiment}"
 # One path per run; its wildcards spell the grid cell, in axis order. The aggregate step reads
@@ -51,11 +51,42 @@ LEARNING_PLOT = "learning.png"  # does it still learn: the loss curves of the pa
 GROUP_TABLE = "table.csv"
 GROUP_DIAGNOSIS = "diagnosis.html"
 GROUP_FILES = (*GROUP_PLOTS, LEARNING_PLOT, GROUP_TABLE, GROUP_DIAGNOSIS)
+# What each per-group report file is in Snakemake's report: its caption (workflow/report/,
+# as a rule file names it) and its figure's name.
+GROUP_REPORT = {
+    "ms_per_step.png": ("ms_per_step.rst", "ms/step"),
+    "speedup.png": ("speedup.rst", "speedup"),
+    "tflops.png": ("tflops.rst", "TFLOP/s"),
+    "breakdown.png": ("breakdown_plot.rst", "breakdown"),
+    LEARNING_PLOT: ("learning.rst", "loss curves"),
+    GROUP_TABLE: ("table.rst", "table"),
+    GROUP_DIAGNOSIS: ("diagnosis.rst", "diagnosis"),
+}
 
 
 def group_file(group: tuple[str, ...], name: str) -> str:
     """A per-group report file (group: its GROUP_AXES values), relative to the report folder."""
     return GROUP.format(**dict(zip(GROUP_AXES, group, strict=True))) + f"/{name}"
+
+
+def group_reports(cells: list[Cell], report_dir: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every group's table, plots and diagnosis, each with what Snakemake's report shows it
+    under (caption, category: the group, labels: its axes and the figure's name)."""
+    return [
+        (f"{report_dir}/{group_file(group, name)}", _shown(group, name))
+        for group in sorted({cell.group for cell in cells})
+        for name in GROUP_FILES
+    ]
+
+
+def _shown(group: tuple[str, ...], name: str) -> dict[str, Any]:
+    caption, figure = GROUP_REPORT[name]
+    labels = dict(zip(GROUP_AXES, group, strict=True))
+    return {
+        "caption": f"../report/{caption}",
+        "category": " · ".join(group),
+        "labels": {**labels, "figure": figure},
+    }
 
 
 # A calibration is kept per machine, backend, variant, device and the settings it was measured
@@ -95,6 +126,11 @@ def archive_name(dataset: dict[str, Any]) -> str:
     url = str(dataset["url"])
     name = url.rstrip("/").rsplit("/", 1)[-1]
     return name if name.endswith((".tgz", ".tar.gz", ".tar")) else f"{dataset['name']}.tgz"
+
+
+def model_info(name: str, model: dict[str, Any], dataset: dict[str, Any]) -> str:
+    """The model_info rule's output for a model (name, its config) on a dataset's cache."""
+    return MODEL_INFO.format(model=name, key=model_key(model, dataset))
 
 
 def model_key(model: dict[str, Any], dataset: dict[str, Any]) -> str:

@@ -1,0 +1,49 @@
+"""Which cells a timing job stands for, read from its wildcards (a train or parity job's
+comparison group, a probe's cell, a fits search's first try), and the Run each is given as the
+job contract encodes it: a rule's param, so a change to a Run reruns its job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mptbench.core.cells import COMPARISON_AXES, PROBE_AXES, Cell
+from mptbench.core.contract import encode
+from mptbench.plan import layout
+from mptbench.plan.errors import ConfigError
+from mptbench.plan.grid import run_config
+from mptbench.plan.params import Wildcards
+
+
+def comparison(cfg: dict[str, Any], cells: list[Cell], wildcards: Wildcards) -> list[Cell]:
+    """The cells of a comparison group: one per policy, the group's other axes the same."""
+    axes = {k: wildcards[k] for k in COMPARISON_AXES}
+    group = [
+        Cell(**{**axes, "batch_size": int(axes["batch_size"]), "policy": policy})
+        for policy in cfg["policy"]
+    ]
+    if not set(group) <= set(cells):
+        raise ConfigError(
+            f"{layout.COMPARISON.format(**axes)} is not a comparison of experiment {cfg['name']}"
+        )
+    return group
+
+
+def train_runs(cfg: dict[str, Any], cells: list[Cell], wildcards: Wildcards) -> list[Any]:
+    """The Runs of a comparison group's cells, in policy order."""
+    return [encode(run_config(cfg, cell)) for cell in comparison(cfg, cells, wildcards)]
+
+
+def probe_run(cfg: dict[str, Any], wildcards: Wildcards) -> Any:
+    """The Run of a cell's probe: its own cell at the smaller probe batch size."""
+    batch_size = cfg["train"]["probe_batch_sizes"][0]
+    cell = Cell(**{k: wildcards[k] for k in PROBE_AXES}, batch_size=batch_size)
+    return encode(run_config(cfg, cell))
+
+
+def fit_run(cfg: dict[str, Any], cells: list[Cell], wildcards: Wildcards) -> Any:
+    """The Run the fits search starts from: its cell at the grid's smallest batch size."""
+    batch_size = min(cfg["sweep"]["batch_sizes"])
+    cell = Cell(**{k: wildcards[k] for k in PROBE_AXES}, batch_size=batch_size)
+    if cell not in cells:
+        raise ConfigError(f"{layout.FITS.format(**wildcards)}: not a cell of {cfg['name']}")
+    return encode(run_config(cfg, cell))

@@ -1,0 +1,55 @@
+"""Which cells a train, probe or fits job stands for, and the Runs it is given."""
+
+from pathlib import Path
+
+import pytest
+
+from mptbench.plan import Cell, ConfigError, compose_config, grid
+from mptbench.plan.groups import comparison, fit_run, probe_run, train_runs
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+GROUP = {
+    "experiment": "smoke",
+    "machine": "box",
+    "model": "seed_convnet",
+    "backend": "tensorflow",
+    "variant": "pypi",
+    "device": "cpu",
+}
+
+
+@pytest.fixture(scope="module")
+def smoke():
+    cfg = compose_config(CONF, "smoke", ["sweep.machine=box"])
+    return cfg, grid(cfg, ["cpu"], ["box"])
+
+
+def test_a_train_job_times_one_cell_per_policy_at_its_batch_size(smoke):
+    cfg, cells = smoke
+    group = comparison(cfg, cells, {**GROUP, "batch_size": "8"})
+    assert [(c.policy, c.batch_size) for c in group] == [("float32", 8), ("mixed_float16", 8)]
+    runs = train_runs(cfg, cells, {**GROUP, "batch_size": "8"})
+    assert [run["cell"]["policy"] for run in runs] == ["float32", "mixed_float16"]
+    assert {run["cell"]["batch_size"] for run in runs} == {8}
+
+
+def test_a_batch_size_outside_the_grid_is_no_comparison_of_the_experiment(smoke):
+    cfg, cells = smoke
+    with pytest.raises(ConfigError, match="box/seed_convnet/tensorflow/pypi/cpu/bs16 is not a"):
+        comparison(cfg, cells, {**GROUP, "batch_size": "16"})
+
+
+def test_a_probe_runs_its_cell_at_the_smaller_probe_batch_size(smoke):
+    cfg, _ = smoke
+    run = probe_run(cfg, {**GROUP, "policy": "mixed_float16"})
+    assert cfg["train"]["probe_batch_sizes"] == [2, 4]
+    assert run["cell"]["batch_size"] == 2 and run["cell"]["policy"] == "mixed_float16"
+
+
+def test_the_fits_search_starts_at_the_grids_smallest_batch(smoke):
+    cfg, cells = smoke
+    run = fit_run(cfg, cells, {**GROUP, "policy": "float32"})
+    first = Cell("box", "seed_convnet", "tensorflow", "pypi", "cpu", "float32", 4)
+    assert run["cell"] == vars(first)
+    with pytest.raises(ConfigError, match="fits/elsewhere/.*: not a cell of smoke"):
+        fit_run(cfg, cells, {**GROUP, "machine": "elsewhere", "policy": "float32"})

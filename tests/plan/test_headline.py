@@ -1,0 +1,62 @@
+"""What a run that ended well prints: the report's paths, the commands that open Snakemake's
+report and MLflow, and the aggregate's headline."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mptbench.plan import compose_config
+from mptbench.plan.headline import config_arguments, mlflow_page, text
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+OVERRIDES = 'overrides=["sweep.batch_sizes=[4]"]'
+ARGV = ["snakemake", "--cores", "2", "--config", "experiment=smoke", OVERRIDES, "-n"]
+
+
+def test_the_config_values_are_repeated_quoted_as_given():
+    assert config_arguments(ARGV) == "experiment=smoke 'overrides=[\"sweep.batch_sizes=[4]\"]'"
+    assert config_arguments(["snakemake", "-C", "a=1", "b=2"]) == "a=1 b=2"
+    assert config_arguments(["snakemake", "--cores", "2"]) == ""
+
+
+def test_a_sqlite_store_is_served_first_a_server_opened_directly():
+    sqlite = {"uri": "sqlite:///results/mlflow.db", "ui": "http://127.0.0.1:5000"}
+    assert mlflow_page(sqlite, "7") == (
+        "mlflow ui --backend-store-uri sqlite:///results/mlflow.db, then open "
+        "http://127.0.0.1:5000/#/experiments/7?workflowType=machine_learning"
+    )
+    server = {"uri": "https://mlflow.example", "ui": None}
+    assert mlflow_page(server, "7") == "open https://mlflow.example"
+
+
+@pytest.fixture
+def finished(tmp_path, monkeypatch):
+    """A working directory where the smoke experiment's aggregate wrote its headline."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results/smoke/report").mkdir(parents=True)
+    (tmp_path / "results/smoke/mlflow_experiment.json").write_text(
+        json.dumps({"experiment_id": "7"})
+    )
+    return tmp_path / "results/smoke/report/headline.txt"
+
+
+def test_nothing_is_printed_before_the_aggregate_wrote_the_headline(finished):
+    assert text(compose_config(CONF, "smoke", ["sweep.machine=box"]), ARGV) is None
+
+
+def test_the_finished_run_names_its_report_and_how_to_open_it(finished):
+    finished.write_text("cpu: mixed_float16 1.40x faster\n2 cells ran")
+    lines = text(compose_config(CONF, "smoke", ["sweep.machine=box"]), ARGV).split("\n")
+    assert lines[0] == ""  # a blank line after Snakemake's last
+    assert lines[1] == (
+        "mptbench smoke: the report is results/smoke/report/index.html (tables: "
+        "results/smoke/report/summary.csv, results/smoke/report/breakdown.csv)"
+    )
+    assert lines[2] == (
+        "  Snakemake's report: snakemake --report results/smoke/report.zip --config "
+        "experiment=smoke 'overrides=[\"sweep.batch_sizes=[4]\"]'"
+    )
+    assert lines[3].startswith("  MLflow: mlflow ui --backend-store-uri sqlite:")
+    # The headline's own lines, indented, and a blank line to end.
+    assert lines[4:] == ["  cpu: mixed_float16 1.40x faster", "  2 cells ran", ""]

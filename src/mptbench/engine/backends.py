@@ -16,7 +16,7 @@ from typing import Any
 
 from mptbench.core.cells import BACKENDS as NAMES
 from mptbench.core.devices import Device, visible_gpus
-from mptbench.core.outcomes import first_line
+from mptbench.core.outcomes import Outcome, first_line
 from mptbench.engine.environment import import_tensorflow
 
 
@@ -113,9 +113,9 @@ class TensorFlow(Backend):
 
     def classify(self, tf, exc):
         if isinstance(exc, tf.errors.ResourceExhaustedError):
-            return "oom", first_line(exc)
+            return Outcome.OOM, first_line(exc)
         if isinstance(exc, tf.errors.OpError) and self.KERNEL_MISSING.search(str(exc)):
-            return "unsupported", first_line(exc)
+            return Outcome.UNSUPPORTED, first_line(exc)
         return None
 
 
@@ -150,9 +150,9 @@ class Jax(Backend):
     def classify(self, jax, exc):
         text = str(exc)
         if "RESOURCE_EXHAUSTED" in text or "Out of memory" in text:
-            return "oom", first_line(exc)
+            return Outcome.OOM, first_line(exc)
         if "UNIMPLEMENTED" in text:
-            return "unsupported", first_line(exc)
+            return Outcome.UNSUPPORTED, first_line(exc)
         return None
 
 
@@ -176,11 +176,11 @@ class Torch(Backend):
 
     def classify(self, torch, exc):
         if isinstance(exc, torch.OutOfMemoryError):
-            return "oom", first_line(exc)
+            return Outcome.OOM, first_line(exc)
         if isinstance(exc, (RuntimeError, NotImplementedError)) and "not implemented for" in str(
             exc
         ):
-            return "unsupported", first_line(exc)
+            return Outcome.UNSUPPORTED, first_line(exc)
         return None
 
 

@@ -17,6 +17,7 @@ import time
 
 from mptbench.core.contract import FitJob, FitResult
 from mptbench.core.devices import Device, gpu_facts
+from mptbench.core.outcomes import Outcome
 from mptbench.engine.backends import Session
 from mptbench.engine.feed import random_batch
 from mptbench.engine.fingerprint import on_device
@@ -68,4 +69,4 @@ def fit_try(session: Session, job: FitJob, prepared: dict) -> FitResult:
         peak, source = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "ru_maxrss"
     print(f"batch {batch}: ok, peak {peak:.0f} MB ({source}), steps "
           + ", ".join(f"{s:.3f}" for s in steps) + " s", flush=True)  # fmt: skip
-    return FitResult(batch, "ok", None, peak, source, steps, facts)
+    return FitResult(batch, Outcome.OK, None, peak, source, steps, facts)

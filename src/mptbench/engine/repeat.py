@@ -18,6 +18,7 @@ from typing import Any
 
 from mptbench.core import stats
 from mptbench.core.contract import ArmResult, Profiled, RepeatJob, RepeatResult, Run
+from mptbench.core.outcomes import Outcome
 from mptbench.engine import feed, timing
 from mptbench.engine.backends import Session
 from mptbench.engine.fingerprint import on_device
@@ -144,9 +145,10 @@ def _judge(session: Session, arm: Arm) -> None:
     clock, limit = arm.clock, arm.run.train.max_step_seconds
     if clock.nonfinite:
         step, value = clock.nonfinite
-        arm.result.outcome, arm.result.reason = "nonfinite", f"loss became {value} at step {step}"
+        arm.result.outcome = Outcome.NONFINITE
+        arm.result.reason = f"loss became {value} at step {step}"
     elif clock.over_budget:
-        arm.result.outcome = "over_budget"
+        arm.result.outcome = Outcome.OVER_BUDGET
         arm.result.reason = (
             f"the first timed step took {clock.over_budget:.1f} s > train.max_step_seconds={limit}"
         )
@@ -157,7 +159,7 @@ def _judge(session: Session, arm: Arm) -> None:
             "raise train.steps_per_epoch or train.epochs, or lower train.warmup_steps"
         )
     else:
-        arm.result.outcome = "ok"
+        arm.result.outcome = Outcome.OK
 
 
 def _record_timing(arm: Arm) -> None:
@@ -299,7 +301,7 @@ def run_repeat(session: Session, job: RepeatJob, prepared: dict) -> RepeatResult
         _judge(session, arm)
         if arm.clock is not None:
             _record_timing(arm)
-    ok = [a for a in live if a.result.outcome == "ok"]
+    ok = [a for a in live if a.result.outcome == Outcome.OK]
     twins = _input(session, ok, prepared) if job.twins else []
     if twins:
         _twins(session, twins, prepared, job)

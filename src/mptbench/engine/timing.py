@@ -10,6 +10,7 @@ import math
 import time
 from typing import Any
 
+from mptbench.core.outcomes import Outcome
 from mptbench.engine.rounds import Rounds
 
 # What stopped_by says of a cell whose epochs held too few samples: it ran on past them, only
@@ -137,7 +138,7 @@ class StepClock:
         """Whether the timed phase is done; `stopped_by` says which rule ended it."""
         n = len(self.step_seconds)
         if n == 1 and self.step_limit_s and self.step_seconds[0] > self.step_limit_s:
-            self.over_budget, self.stopped_by = self.step_seconds[0], "over_budget"
+            self.over_budget, self.stopped_by = self.step_seconds[0], Outcome.OVER_BUDGET
             return True
         if n < self.min_timed_steps:
             return False

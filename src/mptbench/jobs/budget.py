@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from mptbench.core.contract import ProbePoint, ProbeResult, Run
+from mptbench.core.outcomes import Outcome
 
 # How far a prediction may be off and still not drop a cell: bench/bench_budget.py measured
 # the two-point prediction within this on 2-core CPUs, so a cell predicted up to 30% over the
@@ -55,5 +56,5 @@ def assess(run: Run, probe: ProbeResult | None) -> dict[str, Any]:
             f"train.max_step_seconds={limit} by more than {100 * PREDICTION_TOLERANCE:.0f}%"
         )
     if "reason" in verdict:
-        verdict["outcome"] = "over_budget"
+        verdict["outcome"] = Outcome.OVER_BUDGET
     return verdict

@@ -18,6 +18,7 @@ from typing import Any
 
 from mptbench.core import stats
 from mptbench.core.contract import ArmResult, ModelInfo
+from mptbench.core.outcomes import Outcome
 from mptbench.core.record import interval
 from mptbench.core.stats import percentile
 from mptbench.jobs.profiles import breakdown, xplane_of
@@ -53,10 +54,10 @@ def timed_figures(timed: list[ArmResult], batch_size: int) -> dict[str, Any]:
 
 def _outcome(repeats: list[ArmResult]) -> tuple[str, str | None]:
     for r in repeats:
-        if r.outcome != "ok":
+        if r.outcome != Outcome.OK:
             where = f"repeat {r.repeat + 1}: " if len(repeats) > 1 else ""
             return r.outcome, f"{where}{r.reason}"
-    return "ok", None
+    return Outcome.OK, None
 
 
 def _per_repeat(r: ArmResult) -> dict[str, Any]:
@@ -126,7 +127,7 @@ def combine(record: dict[str, Any], repeats: list[ArmResult], batch_size: int) -
     record["epochs"] = timed[0].epochs
     vals = [e["val_accuracy"] for e in record["epochs"] if "val_accuracy" in e]
     record["final_val_accuracy"] = vals[-1] if vals else None
-    ok = [r for r in timed if r.outcome == "ok"]
+    ok = [r for r in timed if r.outcome == Outcome.OK]
     twins = [r for r in ok if r.synthetic_step_s]
     if twins:
         record.update(step_figures([r.synthetic_step_s for r in twins], "synthetic_ms_per_step"))
@@ -175,7 +176,7 @@ def attach_breakdown(record: dict[str, Any], repeats: list[ArmResult]) -> None:
     with their range (a class's spread shows how far one profile is to be trusted), beside
     the profiled step and the cell's timed step."""
     profiled = [r.profile for r in repeats if r.profile and r.profile.step_s]
-    if not profiled or record.get("outcome") != "ok":
+    if not profiled or record.get("outcome") != Outcome.OK:
         return
     each = []
     for profile in profiled:

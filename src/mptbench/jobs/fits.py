@@ -21,6 +21,7 @@ from typing import Any
 from mptbench.core.contract import FitJob, FitResult, ProbeResult, Run, encode
 from mptbench.core.devices import Device
 from mptbench.core.files import write_json
+from mptbench.core.outcomes import Outcome
 from mptbench.jobs.budget import assess
 from mptbench.jobs.launcher import Engine, environment
 
@@ -58,10 +59,10 @@ def search(
             return None
         result = attempt(batch)
         found.tries.append(result)
-        if result.outcome == "ok":
+        if result.outcome == Outcome.OK:
             found.largest_fit = max(found.largest_fit or 0, batch)
             return True
-        if result.outcome == "oom":
+        if result.outcome == Outcome.OOM:
             found.smallest_failed = min(found.smallest_failed or batch, batch)
             return False
         found.stopped_by = f"batch {batch} ended {result.outcome}: {result.reason}"
@@ -167,8 +168,8 @@ def cell_memory(fits: dict[str, Any] | None, batch_size: int) -> dict[str, Any]:
     figures = {
         "largest_fit_batch": fits["largest_fit"],
         "memory_limit_mb": fits["memory_limit_mb"],
-        "fits_at_batch": None if tried is None else tried["outcome"] == "ok",
+        "fits_at_batch": None if tried is None else tried["outcome"] == Outcome.OK,
     }
-    if tried and tried["outcome"] == "ok":
+    if tried and tried["outcome"] == Outcome.OK:
         figures |= {"peak_memory_mb": tried["peak_mb"], "peak_memory_source": tried["peak_source"]}
     return figures

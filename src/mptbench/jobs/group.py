@@ -21,7 +21,7 @@ from mptbench.core import hardware, stats
 from mptbench.core import record as fields
 from mptbench.core.contract import ModelInfo, ProbeResult, Run, encode
 from mptbench.core.files import read_json, write_json
-from mptbench.core.outcomes import first_line
+from mptbench.core.outcomes import Outcome, first_line
 from mptbench.jobs.budget import assess
 from mptbench.jobs.combine import attach_breakdown, combine, model_figures
 from mptbench.jobs.fits import cell_memory
@@ -131,7 +131,7 @@ def train_group(
                 print("logging the records kept from an earlier attempt (not training again)")
                 ids = ("mlflow_run_id", "mlflow_experiment_id")
                 records = {n: kept[n] | {k: records[n][k] for k in ids} for n in records}
-                died = {n for n, r in records.items() if r["outcome"] == "killed"}
+                died = {n for n, r in records.items() if r["outcome"] == Outcome.KILLED}
             else:
                 died = _measure(trainer, prepared, records)
                 for record in records.values():

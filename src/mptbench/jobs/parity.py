@@ -22,6 +22,7 @@ from typing import Any
 
 from mptbench.core.contract import ParityJob, ParityResult, ParityRun, ProbeResult, Run, encode
 from mptbench.core.files import write_json
+from mptbench.core.outcomes import Outcome
 from mptbench.jobs.budget import predict
 from mptbench.jobs.launcher import Engine, environment
 
@@ -63,7 +64,7 @@ def verdict(run: ParityRun, baseline: ParityRun, spread: ParityRun | None) -> di
                     "baseline_val_accuracy": baseline.val_accuracy}  # fmt: skip
         if spread and spread.val_accuracy is not None:
             figures["val_accuracy_seed_spread"] = abs(spread.val_accuracy - baseline.val_accuracy)
-    if run.outcome != "ok":
+    if run.outcome != Outcome.OK:
         return figures | {"verdict": "failed", "why": f"{run.outcome}: {run.reason}"}
     if end is None:
         step = figures["first_nonfinite_step"]
@@ -142,7 +143,7 @@ def parity(
         return result
     done: ParityResult = finished.result
     baseline, *mixed, spread = done.runs
-    result["outcome"] = "ok"
+    result["outcome"] = Outcome.OK
     result["runs"] = [encode(r) for r in done.runs]
     result["fingerprint"] = done.fingerprint
     result["policies"] = {r.policy: verdict(r, baseline, spread) for r in mixed}

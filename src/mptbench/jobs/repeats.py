@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from mptbench.core import stats
 from mptbench.core.contract import ArmResult, Run
+from mptbench.core.outcomes import Outcome
 from mptbench.jobs.trainer import Death, Trainer
 
 
@@ -23,7 +24,7 @@ class Measured:
 
 def timed(results: list[ArmResult]) -> list[stats.Timed]:
     """An arm's ok repeats as the speedup's pairing reads them."""
-    return [(r.process, r.step_s, r.rounds) for r in results if r.outcome == "ok"]
+    return [(r.process, r.step_s, r.rounds) for r in results if r.outcome == Outcome.OK]
 
 
 def speedups(
@@ -129,4 +130,4 @@ def measure(trainer: Trainer, prepared: str, runs: list[Run]) -> Measured:
 
 
 def _ok(arms: list[ArmResult], name: str) -> bool:
-    return any(a.policy == name and a.outcome == "ok" for a in arms)
+    return any(a.policy == name and a.outcome == Outcome.OK for a in arms)

@@ -17,6 +17,7 @@ import pandas as pd
 
 from mptbench.core.cells import AXES, key_of
 from mptbench.core.opclasses import CLASSES, NAMES, STEP_CLASSES
+from mptbench.core.outcomes import Outcome
 from mptbench.core.policies import policy_of_record
 from mptbench.report.summary import GROUP_KEYS, is_baseline
 from mptbench.report.tables import fmt_ms
@@ -170,7 +171,7 @@ def not_profiled(summary: pd.DataFrame, table: pd.DataFrame) -> list[str]:
     device', with the reason where the cell gave one."""
     keys = [*GROUP_KEYS, "policy", "batch_size"]
     profiled = set(table[keys].itertuples(index=False))
-    ok = summary[summary["outcome"] == "ok"]
+    ok = summary[summary["outcome"] == Outcome.OK]
     return [
         f"{r.policy} at batch {int(r.batch_size)} of {r.model} on "
         f"{r.backend} · {r.variant} · {r.device}" + (f" ({note})" if isinstance(note, str) else "")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from mptbench.core.outcomes import Outcome
 from mptbench.report.summary import baseline_name, compared, policies
 from mptbench.report.thresholds import FAST_RATIO, INPUT_BOUND, PREDICTION_OFF
 from mptbench.report.wording import dtype_of, median, ratio, speedup_text
@@ -154,7 +155,7 @@ def why(rows: pd.DataFrame) -> list[str]:
     """
     others = compared(rows)
     sentences = [s for p in others if (s := peak_sentence(rows[rows["policy"] == p], p))]
-    ok = rows[rows["outcome"] == "ok"]
+    ok = rows[rows["outcome"] == Outcome.OK]
     base = baseline_name(rows)
     for policy in policies(ok):
         mine = ok[ok["policy"] == policy]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mptbench.core.outcomes import WORDS
+from mptbench.core.outcomes import WORDS, Outcome
 from mptbench.report.causes import why
 from mptbench.report.summary import baseline_name, compared, is_baseline
 from mptbench.report.wording import batches, dtype_of, speedup_text
@@ -87,7 +87,14 @@ def _slow_hardware_sentence(rows: pd.DataFrame, policy: str) -> str | None:
 
 def outcome_sentences(rows: pd.DataFrame) -> list[str]:
     sentences = []
-    for outcome in ("oom", "killed", "over_budget", "nonfinite", "unsupported"):
+    said = (
+        Outcome.OOM,
+        Outcome.KILLED,
+        Outcome.OVER_BUDGET,
+        Outcome.NONFINITE,
+        Outcome.UNSUPPORTED,
+    )
+    for outcome in said:
         hit = rows[rows["outcome"] == outcome]
         if not hit.empty:
             cells = "; ".join(f"{p} at batch {batches(g)}" for p, g in hit.groupby("policy"))
@@ -97,10 +104,10 @@ def outcome_sentences(rows: pd.DataFrame) -> list[str]:
 
 
 def memory_sentences(rows: pd.DataFrame) -> list[str]:
-    base_oom = set(rows[is_baseline(rows) & (rows["outcome"] == "oom")]["batch_size"])
+    base_oom = set(rows[is_baseline(rows) & (rows["outcome"] == Outcome.OOM)]["batch_size"])
     sentences = []
     for policy in compared(rows):
-        ok = rows[(rows["policy"] == policy) & (rows["outcome"] == "ok")]
+        ok = rows[(rows["policy"] == policy) & (rows["outcome"] == Outcome.OK)]
         fit = ok[ok["batch_size"].isin(base_oom)]
         if not fit.empty:
             sentences.append(

@@ -11,6 +11,7 @@ import pandas as pd
 
 from mptbench.core import policies as policy_facts
 from mptbench.core.cells import key_of
+from mptbench.core.outcomes import Outcome
 from mptbench.report.published import PUBLISHED_BASELINE
 from mptbench.report.tables import cell, plain_table
 
@@ -80,12 +81,12 @@ def _peaks_table(searches: list[dict]) -> dict:
             t = tries[s["policy"]].get(batch)
             if t is None:
                 row.append(cell("—", "missing", "not tried"))
-            elif t["outcome"] != "ok":
+            elif t["outcome"] != Outcome.OK:
                 row.append(cell(t["outcome"], "fail", t.get("reason")))
             else:
                 ratio = None
                 b = tries.get(base, {}).get(batch) if base else None
-                if b and b["outcome"] == "ok" and s["policy"] != base and b["peak_mb"]:
+                if b and b["outcome"] == Outcome.OK and s["policy"] != base and b["peak_mb"]:
                     ratio = f"{t['peak_mb'] / b['peak_mb']:.2f}× {base}"
                 row.append(cell(f"{t['peak_mb']:.0f}", title=t.get("peak_source"), small=ratio))
         rows.append(row)
@@ -98,7 +99,7 @@ def published_small_card(published: pd.DataFrame) -> str | None:
     if rows.empty:
         return None
     fits = {
-        policy: int(g.loc[g["outcome"] == "ok", "batch_size"].max())
+        policy: int(g.loc[g["outcome"] == Outcome.OK, "batch_size"].max())
         for policy, g in rows.groupby("policy")
     }
     memory = int(rows["memory_gb"].iloc[0])

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from mptbench.core import stats
+from mptbench.core.outcomes import FAILED, Outcome
 from mptbench.report.summary import GROUP_KEYS, groups, is_baseline
-
-FAILED = ("oom", "killed", "nonfinite", "unsupported", "crashed")
 
 
 @dataclass(frozen=True)
@@ -74,8 +73,8 @@ def cell_estimate(row: pd.Series) -> stats.Estimate | None:
 def counts(rows: pd.DataFrame) -> dict[str, int]:
     outcomes = rows["outcome"]
     return {
-        "ran": int((outcomes == "ok").sum()),
-        "over_budget": int((outcomes == "over_budget").sum()),
+        "ran": int((outcomes == Outcome.OK).sum()),
+        Outcome.OVER_BUDGET: int((outcomes == Outcome.OVER_BUDGET).sum()),
         "failed": int(outcomes.isin(FAILED).sum()),
     }
 
@@ -100,7 +99,7 @@ def lines(summary: pd.DataFrame) -> list[str]:
         where = f"{device} of {machine}" if several else device
         out.append(
             f"{model} on {backend} · {variant} · {where}: {speedup}; {n['ran']} of {len(rows)} "
-            f"cells ran, {n['over_budget']} over budget, {n['failed']} failed"
+            f"cells ran, {n[Outcome.OVER_BUDGET]} over budget, {n['failed']} failed"
         )
     return out
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from mptbench.core.outcomes import Outcome
 from mptbench.report.sections import device_label, unique
 from mptbench.report.summary import policies
 from mptbench.report.tables import cell, interleaved, policy_table
@@ -89,10 +90,10 @@ def _fit_of(rows: pd.DataFrame) -> dict:
 
 def _published_fit(rows: pd.DataFrame) -> dict:
     """The largest batch a published device ran, and whether a larger one ran out of memory."""
-    ran = rows.loc[rows["outcome"] == "ok", "batch_size"]
+    ran = rows.loc[rows["outcome"] == Outcome.OK, "batch_size"]
     if ran.empty:
         return cell("—", "missing", "not run")
-    oom = (rows["outcome"] == "oom").any()
+    oom = (rows["outcome"] == Outcome.OOM).any()
     return cell(int(ran.max()), small="larger: OOM" if oom else "every batch tried ran")
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from mptbench.core.cells import GROUP_AXES, key_of
+from mptbench.core.outcomes import Outcome
 from mptbench.report.plots import plt, png
 
 # summary.csv's parity columns and the figure each comes from.
@@ -72,7 +73,7 @@ def learning_sections(parity: list[dict]) -> list[dict[str, Any]]:
         for p in sorted(found, key=lambda p: p["batch_size"]):
             for name, why in (p.get("left_out") or {}).items():
                 notes.append(f"{name} at batch {p['batch_size']}: {why}")
-            if p.get("outcome") != "ok":
+            if p.get("outcome") != Outcome.OK:
                 notes.append(f"batch {p['batch_size']}: {p.get('outcome')}")
                 continue
             for name, figures in p["policies"].items():
@@ -85,7 +86,9 @@ def learning_sections(parity: list[dict]) -> list[dict[str, Any]]:
 
 def learning_figure(found: list[dict], title: str) -> bytes:
     """Each batch size's loss curves: the baseline (two seeds), each policy from the first."""
-    ran = [p for p in sorted(found, key=lambda p: p["batch_size"]) if p.get("outcome") == "ok"]
+    ran = sorted(
+        (p for p in found if p.get("outcome") == Outcome.OK), key=lambda p: p["batch_size"]
+    )
     fig, axes = plt.subplots(1, max(1, len(ran)), figsize=(5 * max(1, len(ran)), 3.6),
                              squeeze=False)  # fmt: skip
     if not ran:

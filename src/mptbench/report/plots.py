@@ -16,7 +16,7 @@ from matplotlib.ticker import FuncFormatter, NullLocator  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
 from mptbench.core.opclasses import CLASSES, STEP_CLASSES  # noqa: E402
-from mptbench.core.outcomes import WORDS  # noqa: E402
+from mptbench.core.outcomes import WORDS, Outcome  # noqa: E402
 from mptbench.plan.layout import PUBLISHED_PLOT, group_file  # noqa: E402
 from mptbench.report.published import PUBLISHED_MIXED  # noqa: E402
 from mptbench.report.summary import (  # noqa: E402
@@ -83,7 +83,7 @@ def _time_axis(ax, rows: pd.DataFrame, ok: pd.DataFrame) -> None:
 
 
 def _panel(ax, label: str, rows: pd.DataFrame) -> None:
-    ok = rows[(rows["outcome"] == "ok") & (rows["ms_per_step"] > 0)]
+    ok = rows[(rows["outcome"] == Outcome.OK) & (rows["ms_per_step"] > 0)]
     _batch_axis(ax, rows)
     _policy_lines(ax, rows, ok)
     ax.set_title(label, fontsize=9)
@@ -165,7 +165,7 @@ def speedup_figure(rows: pd.DataFrame, published: pd.DataFrame, title: str) -> b
 def tflops_figure(rows: pd.DataFrame, title: str) -> bytes:
     """Achieved TFLOP/s (end to end, compute only) per policy against its calibrated peak."""
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    ok = rows[rows["outcome"] == "ok"]
+    ok = rows[rows["outcome"] == Outcome.OK]
     for p, color in colors(rows).items():
         mine = ok[ok["policy"] == p].sort_values("batch_size")
         if mine.empty:

@@ -13,6 +13,7 @@ from mptbench.core import policies as policy_facts
 from mptbench.core import stats
 from mptbench.core.cells import AXES, GROUP_AXES
 from mptbench.core.hardware import mismatch as hardware_mismatch
+from mptbench.core.outcomes import Outcome
 from mptbench.core.policies import policy_of_record
 from mptbench.core.record import COLUMNS, FIELDS, interval
 
@@ -133,7 +134,7 @@ def timed(record: dict[str, Any], steps: str, rounds: str) -> list[stats.Timed]:
     return [
         (r.get("process"), r[steps], r.get(rounds) or [])
         for r in record.get("repeats") or []
-        if r.get(steps) and r.get("outcome", "ok") == "ok"
+        if r.get(steps) and r.get("outcome", Outcome.OK) == Outcome.OK
     ]
 
 
@@ -168,7 +169,7 @@ def baseline_name(rows: pd.DataFrame) -> str | None:
 def _speedups(df: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
     """Each policy's speedup over the baseline in the same group and at the same batch size,
     end to end and compute only, with 95% intervals over the processes they shared."""
-    ok = (df["outcome"] == "ok") & (df["ms_per_step"] > 0)
+    ok = (df["outcome"] == Outcome.OK) & (df["ms_per_step"] > 0)
     baseline = is_baseline(df)
     base = {
         key: i
@@ -214,7 +215,7 @@ def _put(df: pd.DataFrame, i: int, prefix: str, estimate: stats.Estimate) -> Non
 
 def add_speedup(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """speedup_vs_baseline from medians alone (the published table has no raw steps)."""
-    ok = (df["outcome"] == "ok") & (df["ms_per_step"] > 0)
+    ok = (df["outcome"] == Outcome.OK) & (df["ms_per_step"] > 0)
     baseline = df[ok & is_baseline(df)].groupby(keys)["ms_per_step"].median()
     baseline = baseline.rename("_baseline_ms")
     out = df.merge(baseline.reset_index(), on=keys, how="left")

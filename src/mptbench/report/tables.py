@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from mptbench.core.outcomes import WORDS
+from mptbench.core.outcomes import WORDS, Outcome
 from mptbench.report.summary import baseline_name, policies
 
 
@@ -56,7 +56,7 @@ def ms_cell(row: pd.Series | None) -> dict:
     """A cell's mean ms/step with its 95% interval, or the outcome that left it without one."""
     if row is None:
         return cell("—", "missing", "not run")
-    if row["outcome"] != "ok" or pd.isna(row["ms_per_step"]):
+    if row["outcome"] != Outcome.OK or pd.isna(row["ms_per_step"]):
         word = WORDS.get(row["outcome"], str(row["outcome"]))
         reason = row.get("reason")
         return cell(word, "fail", reason if isinstance(reason, str) else word)

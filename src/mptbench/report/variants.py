@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from mptbench.core.outcomes import Outcome
 from mptbench.report.tables import cell, fmt_ms, plain_table, speedup_cell
 
 BASELINE = "pypi"
@@ -12,7 +13,7 @@ SETTINGS = ["wheel", "tensorflow", "onednn", "xla", "tf_unused_cpu_instructions"
 
 def variant_speedups(summary: pd.DataFrame) -> pd.DataFrame:
     """speedup_vs_pypi: pypi's ms/step over each variant's, same device, policy and batch size."""
-    ok = summary[(summary["outcome"] == "ok") & (summary["ms_per_step"] > 0)]
+    ok = summary[(summary["outcome"] == Outcome.OK) & (summary["ms_per_step"] > 0)]
     keys = ["machine", "model", "backend", "device", "policy", "batch_size"]
     base = ok[ok["variant"] == BASELINE].groupby(keys)["ms_per_step"].median().rename("_pypi_ms")
     out = ok.merge(base.reset_index(), on=keys, how="left")

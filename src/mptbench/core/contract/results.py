@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mptbench.core.outcomes import Outcome
+
 
 @dataclass
 class Profiled:
@@ -133,7 +135,7 @@ class ParityRun:
     policy: str
     seed: int
     losses: list[float | None]  # None where the loss was not finite
-    outcome: str = "ok"
+    outcome: str = Outcome.OK
     reason: str | None = None
     loss_scale: list[float] = field(default_factory=list)
     skipped_steps: list[int] = field(default_factory=list)

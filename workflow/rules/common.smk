@@ -11,7 +11,7 @@ sys.path.insert(0, str(SRC))
 
 from mptbench.core.cells import BACKENDS
 from mptbench.core.hardware import PATTERN as MACHINE_PATTERN
-from mptbench.core.devices import PATTERN as DEVICE_PATTERN, Device
+from mptbench.core.devices import PATTERN as DEVICE_PATTERN
 from mptbench.plan import (
     ConfigError,
     compose_config,
@@ -21,7 +21,7 @@ from mptbench.plan import (
     machines,
     workflow_overrides,
 )
-from mptbench.plan import calibrate, groups, headline, inputs, layout, params
+from mptbench.plan import calibrate, groups, headline, inputs, layout, params, resources
 from mptbench.plan.profile import check_profiles
 from mptbench.report.merge import folder_files, split as split_include
 from mptbench.report.records import ReportError
@@ -102,8 +102,14 @@ for _note in left_out(CFG):
 # Timing jobs never share a device: each device is a resource of capacity 1 (unless the
 # command line or a profile sets it), and a CPU cell also takes every core Snakemake has.
 for _device in DEVICES:
-    if f"timing_{_device}" not in workflow.global_resources:
-        workflow.register_resource(f"timing_{_device}", 1)
+    if resources.slot(_device) not in workflow.global_resources:
+        workflow.register_resource(resources.slot(_device), 1)
+try:
+    _cores = workflow.cores
+except WorkflowError:  # no --cores (e.g. a cluster run): the profile sets threads
+    _cores = None
+# What every timing rule (probe, train, fits, parity, calibrate) asks for, written once.
+TIMING = resources.Timing(CFG, DEVICES, _cores)
 
 
 wildcard_constraints:
@@ -142,50 +148,6 @@ device_tf32 = partial(calibrate.tf32, CFG)
 
 def build_setting(key):
     return partial(params.build_setting, CFG, key)
-
-
-def build_resource(key, default):
-    return lambda wildcards: (variant_of(wildcards)["build"] or {}).get(key, default)
-
-
-def timing_threads(wildcards):
-    """A CPU timing job takes every core Snakemake has; a GPU job its configured few."""
-    device = Device(wildcards.device)
-    if device.is_gpu:
-        return device.settings(CFG["device"])["threads"]
-    try:
-        return workflow.cores
-    except WorkflowError:  # no --cores (e.g. a cluster run): the profile sets threads
-        return 1
-
-
-def device_mem_mb(wildcards):
-    return Device(wildcards.device).settings(CFG["device"])["mem_mb"]
-
-
-def device_runtime(wildcards):
-    return Device(wildcards.device).settings(CFG["device"])["runtime_min"]
-
-
-def device_gpus(wildcards):
-    return Device(wildcards.device).gpus()
-
-
-def _timing_slot(device):
-    return lambda wildcards: int(wildcards.device == device)
-
-
-def _target_resource(key):
-    """A target's value of one resource (every target names the same: plan/grid.py)."""
-    return lambda wildcards: CFG["sweep"]["targets"][wildcards.machine][key]
-
-
-# One resource per device: resources: **TIMING_SLOTS in every timing rule; with targets,
-# each resource any target names too.
-TIMING_SLOTS = {f"timing_{device}": _timing_slot(device) for device in DEVICES} | {
-    key: _target_resource(key)
-    for key in sorted({k for t in (CFG["sweep"]["targets"] or {}).values() for k in t})
-}
 
 
 def group_reports(report_dir):

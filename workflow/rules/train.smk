@@ -47,12 +47,9 @@ rule probe:
         layout.PROBE_LOG,
     conda:
         "../../envs/mptbench.yaml"
-    threads: timing_threads
+    threads: TIMING.threads
     resources:
-        **TIMING_SLOTS,
-        mem_mb=device_mem_mb,
-        runtime=device_runtime,
-        gpu=device_gpus,
+        **TIMING.resources(),
     params:
         run=probe_run,
     script:
@@ -76,12 +73,9 @@ rule train:
         layout.RUN_LOG,
     conda:
         "../../envs/mptbench.yaml"
-    threads: timing_threads
+    threads: TIMING.threads
     resources:
-        **TIMING_SLOTS,
-        mem_mb=device_mem_mb,
-        runtime=device_runtime,
-        gpu=device_gpus,
+        **TIMING.resources(),
     params:
         runs=train_runs,
     script:
@@ -102,12 +96,9 @@ rule fits:
         layout.FITS_LOG,
     conda:
         "../../envs/mptbench.yaml"
-    threads: timing_threads
+    threads: TIMING.threads
     resources:
-        **TIMING_SLOTS,
-        mem_mb=device_mem_mb,
-        runtime=device_runtime,
-        gpu=device_gpus,
+        **TIMING.resources(),
     params:
         run=fit_run,
         settings=fit_settings,
@@ -128,12 +119,9 @@ rule parity:
         layout.PARITY_LOG,
     conda:
         "../../envs/mptbench.yaml"
-    threads: timing_threads
+    threads: TIMING.threads
     resources:
-        **TIMING_SLOTS,
-        mem_mb=device_mem_mb,
-        runtime=device_runtime,
-        gpu=device_gpus,
+        **TIMING.resources(),
     params:
         runs=train_runs,
         settings=PARITY_SETTINGS,
@@ -153,12 +141,9 @@ rule calibrate:
         layout.CALIBRATION_LOG,
     conda:
         "../../envs/mptbench.yaml"
-    threads: timing_threads
+    threads: TIMING.threads
     resources:
-        **TIMING_SLOTS,
-        mem_mb=device_mem_mb,
-        runtime=30,
-        gpu=device_gpus,
+        **TIMING.resources(runtime=30),
     params:
         backend=backend_of,
         variant=variant_of,

@@ -30,10 +30,10 @@ rule build_tensorflow:
         "resources/logs/build_tensorflow/{variant}.log",
     conda:
         "../../envs/mptbench.yaml"
-    threads: build_resource("threads", 16)
+    threads: build_setting("threads")
     resources:
-        mem_mb=build_resource("mem_mb", 32000),
-        runtime=build_resource("runtime_min", 480),
+        mem_mb=build_setting("mem_mb"),
+        runtime=build_setting("runtime_min"),
     params:
         repository=build_setting("repository"),
         tag=build_setting("tag"),

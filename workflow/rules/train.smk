@@ -1,4 +1,6 @@
-# Training: one job per grid cell, each logged to MLflow and recorded as JSON.
+# Training: one job per comparison group (its cells, one per policy, timed together), each
+# cell logged to MLflow and recorded as JSON; and the probes, fits searches, parity runs and
+# calibrations the groups draw on.
 
 
 rule tracking_init:

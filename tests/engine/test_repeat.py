@@ -63,7 +63,8 @@ def test_a_twin_runs_only_where_the_input_alone_could_set_the_pace(
     result = _repeat(tf, run, prepared32)
     wall, cpu = measured["real"]  # the real pipeline, measured: some time per batch
     assert wall > 0 and cpu > 0
-    assert result.input_s == pytest.approx(input_share * measured["step"])
+    input_ms = result.measured["input_ms_per_batch"]
+    assert input_ms == pytest.approx(1000 * input_share * measured["step"])
     assert bool(result.synthetic_step_s) is twin
     if twin:
         assert result.twin_note is None

@@ -62,7 +62,8 @@ def test_three_repeats_give_a_geometric_mean_of_mean_steps_and_a_t_interval_over
 def test_without_a_twin_the_record_bounds_the_input_by_its_own_cost():
     repeats = [_repeat(i, steps) for i, steps in enumerate([[1.0, 1.0], [1.2, 1.2], [1.1, 1.1]])]
     for r, (wall, cpu) in zip(repeats, [(0.05, 0.06), (0.04, 0.09), (0.05, 0.05)], strict=True):
-        r.input_s, r.input_cpu_s, r.twin_note = wall, cpu, f"no synthetic twin ({r.repeat})"
+        r.measured = {"input_ms_per_batch": 1000 * wall, "input_cpu_ms_per_batch": 1000 * cpu}
+        r.twin_note = f"no synthetic twin ({r.repeat})"
     record = {}
     combine(record, repeats, batch_size=8)
     assert record["input_ms_per_batch"] == pytest.approx(50.0)
@@ -71,6 +72,20 @@ def test_without_a_twin_the_record_bounds_the_input_by_its_own_cost():
     assert record["input_bound_ratio_most"] == pytest.approx(1.2 / 1.11)
     assert record["twin_note"] == "no synthetic twin (0)" and "input_bound_ratio" not in record
     assert record["repeats"][1]["input_cpu_ms_per_batch"] == pytest.approx(90.0)
+
+
+def test_what_each_repeat_measured_is_kept_and_the_cell_has_its_median_over_ok_repeats():
+    repeats = [_repeat(0, [0.1, 0.1]), _repeat(1, [0.1, 0.1]), _repeat(2, [0.1, 0.1]),
+               _repeat(3, [30.0], outcome="over_budget", reason="slow")]
+    for r, ms in zip(repeats, (40.0, None, 50.0, 500.0), strict=True):
+        r.measured = {} if ms is None else {"input_ms_per_batch": ms, "input_cpu_ms_per_batch": ms}
+    record = {}
+    combine(record, repeats, batch_size=8)
+    assert [r["input_ms_per_batch"] for r in record["repeats"]] == [40.0, None, 50.0, 500.0]
+    assert record["input_ms_per_batch"] == 45.0  # the over-budget repeat's is not the cell's
+    record = {}
+    combine(record, [_repeat(0, [0.1, 0.1])], batch_size=8)
+    assert "input_ms_per_batch" not in record and record["repeats"][0]["input_ms_per_batch"] is None
 
 
 def test_a_repeat_that_did_not_end_ok_decides_the_outcome_and_keeps_its_step():

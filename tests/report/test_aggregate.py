@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from mptbench.core.record import REPORT_METRICS
+from mptbench.report.aggregate import cell_results
 from mptbench.report.breakdown import breakdown_table
 from mptbench.report.diagnosis import diagnose
 from mptbench.report.html import render_html
@@ -274,6 +276,19 @@ def test_library_functions(tmp_path):
     # Each run's id, shortened, links to its page in the MLflow UI.
     link = "http://127.0.0.1:5000/#/experiments/1/runs/run-cpu-float32-32"
     assert f'<a href="{link}?workflowType=machine_learning">run-cpu-' in page
+
+
+def test_each_cells_mlflow_run_gets_back_what_the_report_derived_of_it(tmp_path):
+    summary = summarise(load_records(write_runs(tmp_path)))
+    results = cell_results(summary)
+    assert len(results) == len(CELLS)  # every record names its MLflow run
+    metrics, tags = results["run-gpu0-mixed_float16-32"]
+    assert metrics["speedup_vs_baseline"] == pytest.approx(30 / 25)
+    assert metrics["speedup_ci_low"] < 30 / 25 < metrics["speedup_ci_high"]
+    assert tags == {"speedup_verdict": "faster"}
+    # The train job logged what the record holds; only what the report derived goes back.
+    assert set(metrics) <= set(REPORT_METRICS) and "ms_per_step" not in metrics
+    assert results["run-gpu0-float32-64"] == ({}, {})  # out of memory: nothing derived
 
 
 def test_no_records_is_a_one_line_error(tmp_path):

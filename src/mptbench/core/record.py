@@ -2,8 +2,16 @@
 report's run table read.
 
 A field's `path` says where it lives in a run record (dotted, into nested dicts); a field
-without a path is worked out by the report from several records (speedups, peaks, MFU).
-Adding a column is adding a line here (and, for a measured one, setting it in the cell).
+without a path is derived: worked out by the report from the record or from several records
+(speedups, peaks, MFU). Its flags say the rest: `measured` (the cell's repeats gave it:
+jobs/combine.py writes it), `per_repeat` (each repeat measures it), `metric` and `tag` (on the
+cell's MLflow run: logged by the train job, or for a derived field given back by the report),
+`runs_table` (a column of the report's table of runs).
+
+Adding a column is adding a line here, and for a per_repeat one the engine setting it in its
+ArmResult's `measured` (jobs/combine.py keeps each repeat's value and their median), for a
+derived one report/summary.py working it out; a figure combined otherwise (an interval, a ratio
+of two) is code in jobs/combine.py. A record holds nothing else but STRUCTURAL's parts.
 Every interval (`<x>_ci_low`, `<x>_ci_high`) has `<x>_log_se` and `<x>_df` beside it
 (`interval`), so summary.csv alone recomputes it, at 95% or any other confidence.
 """
@@ -20,10 +28,23 @@ from mptbench.core.stats import Estimate
 class Field:
     name: str
     type: type
-    path: str | None = ""  # "" = the field's own name at the top of the record
-    metric: bool = False  # logged as an MLflow metric of the cell's run
+    path: str | None = ""  # "" = the field's own name at the top of the record; None: derived
+    measured: bool = False  # the cell's repeats gave it: jobs/combine.py writes it from them
+    # Each repeat measures it (the engine, in ArmResult.measured): every repeat's value is kept
+    # in its entry of the record's repeats, the cell's is their median over its ok repeats.
+    per_repeat: bool = False
+    metric: bool = False  # an MLflow metric of the cell's run
+    tag: bool = False  # an MLflow tag of the cell's run
     runs_table: bool = False  # shown in the report's table of runs
     doc: str = ""
+
+    def __post_init__(self) -> None:
+        if self.per_repeat and not (self.measured and self.numeric):
+            raise ValueError(f"{self.name}: a per_repeat field is a measured number")
+        if self.measured and self.derived:
+            raise ValueError(f"{self.name}: a measured field is in the record: it has a path")
+        if self.metric and not self.numeric:
+            raise ValueError(f"{self.name}: an MLflow metric is a number (a string is a tag)")
 
     @property
     def numeric(self) -> bool:
@@ -42,7 +63,21 @@ class Field:
         return value
 
 
+# A field the train job records: what the cell was run with, its model's size and FLOPs, its
+# probe's prediction, its fits search, where and when it ran.
 F = Field
+
+
+# One its repeats measured: jobs/combine.py writes it from them.
+def M(name: str, type: type, path: str | None = "", **flags: Any) -> Field:
+    return Field(name, type, path, measured=True, **flags)
+
+
+# One the report derives from its record or from several records.
+def D(name: str, type: type, **flags: Any) -> Field:
+    return Field(name, type, None, **flags)
+
+
 FIELDS: tuple[Field, ...] = (
     F("experiment", str),
     F(
@@ -56,23 +91,23 @@ FIELDS: tuple[Field, ...] = (
     F("dataset", str),
     F("image_size", int),
     F("parameters", int, metric=True, doc="the model's, from the model_info rule"),
-    F("builder", str, doc="a python model's package.module:function"),
-    F("builder_sha256", str, doc="the sha256 of the builder's source file"),
+    F("builder", str, tag=True, doc="a python model's package.module:function"),
+    F("builder_sha256", str, tag=True, doc="the sha256 of the builder's source file"),
     F("variant", str, runs_table=True),
     F("device", str, runs_table=True),
-    F("device_name", str, None, doc="GPU name or CPU model, from the fingerprint"),
-    F("compute_capability", float, None),
-    F("fast_float16", bool, None),
-    F("fast_bfloat16", bool, None),
-    F("cpu_flags", str, None),
+    D("device_name", str, doc="GPU name or CPU model, from the fingerprint"),
+    D("compute_capability", float),
+    D("fast_float16", bool),
+    D("fast_bfloat16", bool),
+    D("cpu_flags", str),
     F("policy", str, runs_table=True),
     F("compute_dtype", str, doc="the policy's, from its yaml"),
     F("baseline", bool, doc="the policy every other is compared with (its yaml: baseline: true)"),
     F("tf32", bool, "fingerprint.tf32", doc="float32 ran as TF32 (GPUs from Ampere on)"),
     F("batch_size", int, runs_table=True),
-    F("outcome", str, runs_table=True),
-    F("reason", str, runs_table=True),
-    F(
+    M("outcome", str, tag=True, runs_table=True),
+    M("reason", str, tag=True, runs_table=True),
+    M(
         "ms_per_step",
         float,
         metric=True,
@@ -80,126 +115,144 @@ FIELDS: tuple[Field, ...] = (
         doc="the mean step (what wall time follows): per process the mean timed step, then "
         "their geometric mean",
     ),  # fmt: skip
-    F("ms_per_step_median", float, metric=True, doc="geometric mean of the processes' medians"),
-    F("ms_per_step_ci_low", float, metric=True, doc="95% t interval over processes, on logs"),
-    F("ms_per_step_ci_high", float, metric=True),
-    F("ms_per_step_log_se", float, doc="standard error of its mean log (recomputes the interval)"),
-    F("ms_per_step_df", int, doc="degrees of freedom of its interval (processes - 1)"),
-    F(
+    M("ms_per_step_median", float, metric=True, doc="geometric mean of the processes' medians"),
+    M("ms_per_step_ci_low", float, metric=True, doc="95% t interval over processes, on logs"),
+    M("ms_per_step_ci_high", float, metric=True),
+    M("ms_per_step_log_se", float, doc="standard error of its mean log (recomputes the interval)"),
+    M("ms_per_step_df", int, doc="degrees of freedom of its interval (processes - 1)"),
+    M(
         "ms_per_step_p10",
         float,
         metric=True,
         doc="over the timed samples of all repeats (a sample: one step, or on GPUs the mean "
         "step of a block of block_steps steps)",
     ),
-    F("ms_per_step_p90", float, metric=True, doc="over the timed samples, as p10"),
-    F("images_per_sec", float, metric=True, doc="batch_size at the mean step (ms_per_step)"),
-    F(
+    M("ms_per_step_p90", float, metric=True, doc="over the timed samples, as p10"),
+    M("images_per_sec", float, metric=True, doc="batch_size at the mean step (ms_per_step)"),
+    M(
         "timed_steps",
         int,
         metric=True,
         runs_table=True,
         doc="steps timed over all repeats: timed samples times steps per sample",
     ),
-    F("timed_samples", int, metric=True, doc="samples timed over all repeats (one per block)"),
-    F("repeats", int, None, runs_table=True, doc="processes the cell was timed in"),
-    F(
+    M("timed_samples", int, metric=True, doc="samples timed over all repeats (one per block)"),
+    D("repeats", int, runs_table=True, doc="processes the cell was timed in"),
+    M(
         "stopped_by",
         str,
         doc="steps, budget, epochs, 'min_timed_steps past epochs', 'epochs (N of "
         "train.min_timed_steps=M timed)' or over_budget, per repeat",
     ),
     F("block_steps", int, "config.device.block_steps", doc="steps per timed sample"),
-    F(
+    D(
         "speedup_vs_baseline",
         float,
-        None,
+        metric=True,
         doc="paired: per process, the mean over the rounds both timed of log(the baseline's "
         "round median step / this one's); exp of their mean over processes (not the ratio of "
         "the two ms_per_step). Unpaired: the ratio of geometric means of process medians",
     ),
-    F("speedup_ci_low", float, None, doc="95% t interval over the processes both shared"),
-    F("speedup_ci_high", float, None),
-    F("speedup_processes", int, None, doc="processes the speedup's interval is over"),
-    F("speedup_log_se", float, None, doc="standard error of its mean log (any confidence)"),
-    F("speedup_df", int, None, doc="degrees of freedom of its interval (Stein: the first stage's)"),
-    F("speedup_paired", bool, None, doc="timed in the same processes as the baseline, in turns"),
-    F("speedup_verdict", str, None, doc="faster, slower or no measurable difference"),
-    F("synthetic_ms_per_step", float, metric=True, doc="the same mean step, in-memory data"),
-    F("synthetic_ms_per_step_ci_low", float, metric=True),
-    F("synthetic_ms_per_step_ci_high", float, metric=True),
-    F("synthetic_ms_per_step_log_se", float),
-    F("synthetic_ms_per_step_df", int),
-    F("input_bound_ratio", float, metric=True, doc="the mean step over its twin's, per process"),
-    F("input_bound_ratio_ci_low", float, metric=True, doc="95% interval over processes"),
-    F("input_bound_ratio_ci_high", float, metric=True),
-    F("input_bound_ratio_log_se", float),
-    F("input_bound_ratio_df", int),
-    F("input_ms_per_batch", float, metric=True, doc="the input pipeline alone, no model"),
-    F("input_cpu_ms_per_batch", float, metric=True, doc="its CPU time (all threads)"),
-    F(
+    D("speedup_ci_low", float, metric=True, doc="95% t interval over the processes both shared"),
+    D("speedup_ci_high", float, metric=True),
+    D("speedup_processes", int, doc="processes the speedup's interval is over"),
+    D("speedup_log_se", float, doc="standard error of its mean log (any confidence)"),
+    D("speedup_df", int, doc="degrees of freedom of its interval (Stein: the first stage's)"),
+    D("speedup_paired", bool, doc="timed in the same processes as the baseline, in turns"),
+    D("speedup_verdict", str, tag=True, doc="faster, slower or no measurable difference"),
+    M("synthetic_ms_per_step", float, metric=True, doc="the same mean step, in-memory data"),
+    M("synthetic_ms_per_step_ci_low", float, metric=True),
+    M("synthetic_ms_per_step_ci_high", float, metric=True),
+    M("synthetic_ms_per_step_log_se", float),
+    M("synthetic_ms_per_step_df", int),
+    M("input_bound_ratio", float, metric=True, doc="the mean step over its twin's, per process"),
+    M("input_bound_ratio_ci_low", float, metric=True, doc="95% interval over processes"),
+    M("input_bound_ratio_ci_high", float, metric=True),
+    M("input_bound_ratio_log_se", float),
+    M("input_bound_ratio_df", int),
+    M(
+        "input_ms_per_batch",
+        float,
+        per_repeat=True,
+        metric=True,
+        doc="the input pipeline alone, no model",
+    ),
+    M(
+        "input_cpu_ms_per_batch",
+        float,
+        per_repeat=True,
+        metric=True,
+        doc="its CPU time (all threads)",
+    ),
+    M(
         "input_bound_ratio_most",
         float,
         metric=True,
         doc="where no twin ran: the most the input can make the step over its compute",
     ),
-    F("twin_note", str, doc="why no synthetic twin ran"),
+    M("twin_note", str, doc="why no synthetic twin ran"),
     F("peak_memory_mb", float, metric=True, doc="a short run at this batch (sweep.fit_search)"),
     F("peak_memory_source", str, doc="the framework's GPU peak, cgroup peak or ru_maxrss"),
-    F("memory_vs_baseline", float, None, doc="peak memory over the baseline's, same batch size"),
+    D(
+        "memory_vs_baseline",
+        float,
+        metric=True,
+        doc="peak memory over the baseline's, same batch size",
+    ),
     F("fits_at_batch", bool, doc="false: out of memory at this batch in the search"),
     F("largest_fit_batch", int, metric=True, doc="the policy's largest batch that fit"),
     F("memory_limit_mb", int, doc="the limit the search ran under (null: the device's own)"),
-    F(
+    D(
         "parity_verdict",
         str,
-        None,
+        tag=True,
         doc="does it still learn: follows the baseline, ends "
         "higher/lower, diverged (the parity rule, same seed and data order as the baseline)",
     ),
-    F("parity_end_gap", float, None, doc="its end loss minus the baseline's"),
-    F("parity_seed_spread", float, None, doc="the baseline's end loss, seed against seed"),
-    F("parity_skipped_steps", int, None, doc="steps skipped for non-finite gradients"),
-    F("parity_val_accuracy", float, None, doc="after the parity steps, where it validates"),
-    F("speedup_compute", float, None, doc="the twins' speedup: compute only, no input"),
-    F("speedup_compute_ci_low", float, None),
-    F("speedup_compute_ci_high", float, None),
-    F("speedup_compute_log_se", float, None),
-    F("speedup_compute_df", int, None),
+    D("parity_end_gap", float, metric=True, doc="its end loss minus the baseline's"),
+    D("parity_seed_spread", float, metric=True, doc="the baseline's end loss, seed against seed"),
+    D("parity_skipped_steps", int, metric=True, doc="steps skipped for non-finite gradients"),
+    D("parity_val_accuracy", float, doc="after the parity steps, where it validates"),
+    D("speedup_compute", float, metric=True, doc="the twins' speedup: compute only, no input"),
+    D("speedup_compute_ci_low", float, metric=True),
+    D("speedup_compute_ci_high", float, metric=True),
+    D("speedup_compute_log_se", float),
+    D("speedup_compute_df", int),
     F("flops_per_step", float, metric=True),
     F("conv_flops_per_step", float, metric=True),
     F("matmul_flops_per_step", float, metric=True),
     F("other_flops_per_step", float, metric=True, doc="elementwise and the rest: not in MFU"),
-    F("achieved_tflops", float, metric=True, doc="end to end, at the mean step"),
-    F("achieved_tflops_compute", float, metric=True, doc="on the synthetic twin, its mean step"),
-    F("peak_tflops", float, None, doc="calibrated, FLOP-weighted over conv and matmul"),
-    F("mfu", float, None, doc="achieved_tflops / peak_tflops; none above 1"),
-    F("mfu_compute", float, None, doc="achieved_tflops_compute / peak_tflops; none above 1"),
-    F("peak_note", str, None, doc="why there is no MFU: the calibration is too low"),
-    F("calibration", str, None, doc="the calibration file the peaks come from"),
-    F("profiled_ms_per_step", float, "breakdown.profiled_ms_per_step", doc="under the profiler"),
-    F(
+    M("achieved_tflops", float, metric=True, doc="end to end, at the mean step"),
+    M("achieved_tflops_compute", float, metric=True, doc="on the synthetic twin, its mean step"),
+    D("peak_tflops", float, metric=True, doc="calibrated, FLOP-weighted over conv and matmul"),
+    D("mfu", float, metric=True, doc="achieved_tflops / peak_tflops; none above 1"),
+    D("mfu_compute", float, metric=True, doc="achieved_tflops_compute / peak_tflops; none above 1"),
+    D("peak_note", str, doc="why there is no MFU: the calibration is too low"),
+    D("calibration", str, doc="the calibration file the peaks come from"),
+    M("profiled_ms_per_step", float, "breakdown.profiled_ms_per_step", doc="under the profiler"),
+    M(
         "breakdown_closure",
         float,
         "breakdown.closure",
+        metric=True,
         doc="the measured classes over the profiled step (1: they account for all of it)",
     ),
-    F("profile_concurrency", float, "breakdown.concurrency", doc="ops' time over wall time"),
-    F("profile_note", str, doc="why a cell that ran has no breakdown"),
-    F("peak_vs_float32", float, None, doc="its dtype's peak over float32's, for its FLOP mix"),
-    F("matmul_peak_vs_float32", float, None),
-    F("conv_peak_vs_float32", float, None),
+    M("profile_concurrency", float, "breakdown.concurrency", doc="ops' time over wall time"),
+    M("profile_note", str, doc="why a cell that ran has no breakdown"),
+    D("peak_vs_float32", float, doc="its dtype's peak over float32's, for its FLOP mix"),
+    D("matmul_peak_vs_float32", float),
+    D("conv_peak_vs_float32", float),
     F("onednn", str, "fingerprint.onednn"),
     F("xla", bool, "fingerprint.xla"),
-    F("tf_unused_cpu_instructions", str, None),
+    D("tf_unused_cpu_instructions", str),
     F("wheel", str, "config.variant.installed.wheel"),
     F("wheel_sha256", str, "config.variant.installed.wheel_sha256"),
     F("build_warning", str, "config.variant.installed.warning"),
-    F("final_val_accuracy", float, metric=True),
+    M("final_val_accuracy", float, metric=True),
     F("predicted_step_s", float, metric=True, runs_table=True),
-    F("prediction_error", float, metric=True, doc="predicted / measured step - 1"),
+    M("prediction_error", float, metric=True, doc="predicted / measured step - 1"),
     F("duration_s", float, metric=True),
-    F("trainer_cpu_percent", float, metric=True, doc="cores the trainer kept busy, median"),
+    M("trainer_cpu_percent", float, metric=True, doc="cores the trainer kept busy, median"),
     F("started_at", str),
     F("tensorflow", str, "fingerprint.tensorflow"),
     F("keras", str, "fingerprint.keras"),
@@ -218,8 +271,35 @@ FIELDS: tuple[Field, ...] = (
 )
 BY_NAME = {f.name: f for f in FIELDS}
 COLUMNS = [f.name for f in FIELDS]
-METRICS = [f.name for f in FIELDS if f.metric]
+# The cell's MLflow run: the train job logs what the record holds (jobs/group.py), the report
+# gives back what it derives (report/aggregate.py).
+METRICS = [f.name for f in FIELDS if f.metric and not f.derived]
+TAGS = [f.name for f in FIELDS if f.tag and not f.derived]
+REPORT_METRICS = [f.name for f in FIELDS if f.metric and f.derived]
+REPORT_TAGS = [f.name for f in FIELDS if f.tag and f.derived]
+PER_REPEAT = [f.name for f in FIELDS if f.per_repeat]
 RUNS_TABLE = [f.name for f in FIELDS if f.runs_table]
+# What a run record holds besides its fields, and why each is no column of its own.
+STRUCTURAL = {
+    "config": "the Run the cell was run with, in full (core/contract/run.py); fields such as "
+    "block_steps and wheel read parts of it by path",
+    "fingerprint": "the software and hardware facts of the trainer's process "
+    "(engine/fingerprint.py), nested; fields such as tensorflow and host read them by path",
+    "hardware": "the identity of the hardware the job ran on (core/hardware.py), checked "
+    "against its calibration's; hardware_id reads its id",
+    "repeats": "each repeat's own figures and raw steps with their rounds and process, which "
+    "the report pairs with the baseline's for the speedup; the field repeats counts them",
+    "epochs": "the first timed repeat's loss and accuracy per epoch (MLflow's per-epoch "
+    "metrics); final_val_accuracy is its last validation accuracy",
+    "breakdown": "the op-level breakdown per class and per profile (breakdown.csv, the "
+    "report's breakdown tables); three fields read it by path",
+    "warmup_steps": "train.warmup_steps as the cell ran them, beside its timing (config has "
+    "it too), the same for every cell of a run",
+    "builder_file": "the builder's source file on the machine that ran it, a path that means "
+    "nothing elsewhere; builder and builder_sha256 are its columns",
+    "flops_counted_by": "what counted the model's FLOPs (the profiler and its version), the "
+    "same for every cell of a model",
+}
 # What every run record must say, or the report cannot place it.
 REQUIRED = ("device", "policy", "batch_size", "outcome")
 

@@ -211,7 +211,8 @@ def _input(session: Session, arms: list[Arm], prepared: dict) -> list[Arm]:
           flush=True)  # fmt: skip
     twins = []
     for arm in arms:
-        arm.result.input_s, arm.result.input_cpu_s = wall, cpu
+        arm.result.measured["input_ms_per_batch"] = 1000 * wall
+        arm.result.measured["input_cpu_ms_per_batch"] = 1000 * cpu
         step = statistics.median(arm.result.step_s)
         most = stats.input_bound_most(step, max(wall, cpu))
         if arm.run.train.synthetic_twin == "always" or most >= stats.INPUT_BOUND:

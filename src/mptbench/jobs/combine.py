@@ -6,7 +6,8 @@ The cell's step is its mean step, what a user's wall time follows (a few slow st
 per repeat the mean timed step, then their geometric mean, its interval a t interval over
 processes on their logarithms (core/stats.py): what changes from one process to the next is
 in it, and with one repeat there is none. The median step is kept beside it; FLOP rates and
-images/s follow the mean.
+images/s follow the mean. What else a repeat measured (its ArmResult's `measured`: the per_repeat
+fields of core/record.py) is kept per repeat, and the cell's is its median over the ok repeats.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from mptbench.core import stats
 from mptbench.core.contract import ArmResult, ModelInfo
 from mptbench.core.outcomes import Outcome
-from mptbench.core.record import interval
+from mptbench.core.record import PER_REPEAT, interval
 from mptbench.core.stats import percentile
 from mptbench.jobs.profiles import breakdown, xplane_of
 
@@ -74,8 +75,7 @@ def _per_repeat(r: ArmResult) -> dict[str, Any]:
         "rounds": r.rounds,
         "synthetic_step_ms": _ms(r.synthetic_step_s or []),
         "synthetic_rounds": r.synthetic_rounds or [],
-        "input_ms_per_batch": None if r.input_s is None else 1000 * r.input_s,
-        "input_cpu_ms_per_batch": None if r.input_cpu_s is None else 1000 * r.input_cpu_s,
+        **{name: r.measured.get(name) for name in PER_REPEAT},
         "twin_note": r.twin_note,
         "warmup_ms": _ms(r.warmup_s),
     }
@@ -110,6 +110,11 @@ def model_figures(info: ModelInfo | None, batch_size: int) -> dict[str, Any]:
 
 def combine(record: dict[str, Any], repeats: list[ArmResult], batch_size: int) -> None:
     """Fill the cell's record from its repeats' results."""
+    unknown = sorted({name for r in repeats for name in r.measured} - set(PER_REPEAT))
+    if unknown:
+        raise ValueError(
+            f"the engine measured {', '.join(unknown)}: no per_repeat field of core/record.py"
+        )
     record["outcome"], record["reason"] = _outcome(repeats)
     record["repeats"] = [_per_repeat(r) for r in repeats]
     if repeats and repeats[0].fingerprint:
@@ -132,7 +137,8 @@ def combine(record: dict[str, Any], repeats: list[ArmResult], batch_size: int) -
     if twins:
         record.update(step_figures([r.synthetic_step_s for r in twins], "synthetic_ms_per_step"))
         record.update(_input_bound(twins))
-    record.update(_input_cost(ok))
+    record.update(repeat_medians(ok))
+    record.update(_input_bound_most(ok))
     if ok:
         _rates(record)
     if record.get("predicted_step_s"):
@@ -150,25 +156,31 @@ def _input_bound(repeats: list[ArmResult]) -> dict[str, Any]:
     return {"input_bound_ratio": estimate.value} | interval("input_bound_ratio", estimate)
 
 
-def _input_cost(repeats: list[ArmResult]) -> dict[str, Any]:
-    """The input pipeline's own cost per batch (median over the processes that timed it) and,
-    where no twin ran, the most the mean step can be over its compute because of it (the largest
-    over those processes: core/stats.py input_bound_most) with the reason."""
-    timed = [r for r in repeats if r.input_s is not None]
-    if not timed:
-        return {}
-    figures: dict[str, Any] = {
-        "input_ms_per_batch": 1000 * statistics.median(r.input_s for r in timed),
-        "input_cpu_ms_per_batch": 1000 * statistics.median(r.input_cpu_s for r in timed),
-    }
-    skipped = [r for r in timed if r.twin_note]
-    if skipped and not any(r.synthetic_step_s for r in repeats):
-        figures["input_bound_ratio_most"] = max(
-            stats.input_bound_most(statistics.fmean(r.step_s), max(r.input_s, r.input_cpu_s))
-            for r in skipped
-        )
-        figures["twin_note"] = skipped[0].twin_note
+def repeat_medians(repeats: list[ArmResult]) -> dict[str, float]:
+    """Each per_repeat figure's median over the repeats that measured it (of those given)."""
+    figures = {}
+    for name in PER_REPEAT:
+        values = [r.measured[name] for r in repeats if r.measured.get(name) is not None]
+        if values:
+            figures[name] = statistics.median(values)
     return figures
+
+
+def _input_bound_most(repeats: list[ArmResult]) -> dict[str, Any]:
+    """Where no twin ran but the input pipeline's own cost per batch was timed: the most the
+    mean step can be over its compute because of it (the largest over those processes:
+    core/stats.py input_bound_most), with the reason no twin ran."""
+    skipped = [r for r in repeats if r.twin_note and _input_s(r) is not None]
+    if not skipped or any(r.synthetic_step_s for r in repeats):
+        return {}
+    most = max(stats.input_bound_most(statistics.fmean(r.step_s), _input_s(r)) for r in skipped)
+    return {"input_bound_ratio_most": most, "twin_note": skipped[0].twin_note}
+
+
+def _input_s(r: ArmResult) -> float | None:
+    """The input pipeline's cost per batch, in seconds: the larger of its wall and CPU time."""
+    wall, cpu = r.measured.get("input_ms_per_batch"), r.measured.get("input_cpu_ms_per_batch")
+    return None if wall is None or cpu is None else max(wall, cpu) / 1000
 
 
 def attach_breakdown(record: dict[str, Any], repeats: list[ArmResult]) -> None:

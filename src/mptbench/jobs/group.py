@@ -55,17 +55,16 @@ def base_record(run: Run, prepared: dict) -> dict[str, Any]:
 def _log(mlrun, record: dict) -> None:
     mlrun.log_fingerprint(record.get("fingerprint") or {})
     mlrun.log_epochs(record.get("epochs") or [])
-    metrics = {k: record.get(k) for k in fields.METRICS}
+    metrics = {k: fields.BY_NAME[k].read(record) for k in fields.METRICS}
     if record.get("breakdown"):
         classes = record["breakdown"]["classes_ms"]
         metrics |= {f"breakdown_{cls}_ms": ms for cls, ms in classes.items()}
-        metrics["breakdown_closure"] = record["breakdown"]["closure"]
         # Gone when a failed attempt's outputs were removed (a record kept for a rerun).
         if Path(record["breakdown"]["dir"]).is_dir():
             mlrun.log_artifacts(record["breakdown"]["dir"], "profile")
     metrics = {k: v for k, v in metrics.items() if isinstance(v, int | float) and math.isfinite(v)}
-    tags = {"outcome": record["outcome"], "reason": record["reason"] or ""}
-    tags |= {k: record[k] for k in ("builder", "builder_sha256") if record.get(k)}
+    # Each tag the record holds ("" where it says None: MLflow keeps strings).
+    tags = {k: record[k] or "" for k in fields.TAGS if k in record}
     mlrun.finish(metrics, tags, record)
 
 

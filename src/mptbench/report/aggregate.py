@@ -13,6 +13,7 @@ import pandas as pd
 
 from mptbench.core.cells import key_of
 from mptbench.core.files import write_bytes
+from mptbench.core.record import REPORT_METRICS, REPORT_TAGS
 from mptbench.plan.layout import (
     BREAKDOWN_CSV,
     HEADLINE,
@@ -33,30 +34,14 @@ from mptbench.report.records import ReportError, load_calibrations, load_outputs
 from mptbench.report.sections import device_label
 from mptbench.report.summary import groups, summarise
 
-# What the report works out per cell and gives back to the cell's MLflow run.
-CELL_METRICS = (
-    "speedup_vs_baseline",
-    "speedup_ci_low",
-    "speedup_ci_high",
-    "speedup_compute",
-    "speedup_compute_ci_low",
-    "speedup_compute_ci_high",
-    "mfu",
-    "mfu_compute",
-    "peak_tflops",
-    "memory_vs_baseline",
-    "parity_end_gap",
-    "parity_seed_spread",
-    "parity_skipped_steps",
-)
-
 
 def cell_results(summary: pd.DataFrame) -> dict[str, tuple[dict, dict]]:
-    """Per MLflow run id: the cell's speedups (with intervals) and MFU, and its verdict."""
+    """Per MLflow run id: what the report derives of the cell and gives back to its run (the
+    derived fields flagged metric or tag in core/record.py: speedups, MFU, verdicts)."""
     out = {}
     for _, row in summary.dropna(subset=["mlflow_run_id"]).iterrows():
-        metrics = {m: float(row[m]) for m in CELL_METRICS if pd.notna(row[m])}
-        tags = {t: row[t] for t in ("speedup_verdict", "parity_verdict") if isinstance(row[t], str)}
+        metrics = {m: float(row[m]) for m in REPORT_METRICS if pd.notna(row[m])}
+        tags = {t: row[t] for t in REPORT_TAGS if isinstance(row[t], str)}
         out[row["mlflow_run_id"]] = (metrics, tags)
     return out
 

@@ -37,8 +37,9 @@ class ArmResult:
     epochs: list[dict[str, Any]] = field(default_factory=list)
     synthetic_step_s: list[float] | None = None
     synthetic_rounds: list[int] | None = None
-    input_s: float | None = None  # the input pipeline alone: wall seconds per batch
-    input_cpu_s: float | None = None  # ... and the process's CPU seconds per batch
+    # What it measured beyond its steps, by the name of a per_repeat field of the run record
+    # (core/record.py): the input pipeline's own cost per batch, input_ms_per_batch, ...
+    measured: dict[str, float] = field(default_factory=dict)
     twin_note: str | None = None  # why no twin ran
     profile: Profiled | None = None
     profile_note: str | None = None

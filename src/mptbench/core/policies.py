@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 DTYPES = ("float32", "float16", "bfloat16")
-LOSS_SCALING = ("dynamic", "none")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """What a cell's `fit` reads, in a form its backend takes.
 
-Images come from the prepared tfds cache through tf.data (data/pipeline.py) for every backend
+Images come from the prepared tfds cache through tf.data (engine/pipeline.py) for every backend
 (Keras hands a JAX or PyTorch model the same batches as numpy arrays). Random data (the
 synthetic twin, and dataset=synthetic) is one batch made once and kept on the device: a
 tf.data dataset for TensorFlow, a Python generator of the backend's own tensors for the others,

@@ -8,11 +8,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import yaml
-
 from mptbench.core.cells import AXES, BACKENDS, Cell
 from mptbench.core.contract import JOB_KINDS
 from mptbench.engine import backends, kernels
+from mptbench.plan import schema
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "mptbench"
@@ -175,10 +174,10 @@ def test_in_house_imports_stand_at_the_top_of_their_module():
 
 def test_axis_order_and_backend_names_are_defined_once():
     assert tuple(Cell.__dataclass_fields__) == AXES
-    schema = yaml.safe_load((PACKAGE / "plan" / "schema.yaml").read_text())
-    assert tuple(schema["properties"]["backend"]["propertyNames"]["enum"]) == BACKENDS
-    variant = schema["$defs"]["variant"]["properties"]["backends"]["items"]["enum"]
-    assert tuple(variant) == BACKENDS
+    properties = schema.document()["properties"]
+    assert tuple(properties["backend"]["propertyNames"]["enum"]) == BACKENDS
+    variant = properties["variant"]["additionalProperties"]["properties"]["backends"]
+    assert tuple(variant["items"]["enum"]) == BACKENDS
     assert {p.stem for p in (ROOT / "conf" / "backend").glob("*.yaml")} == set(BACKENDS)
     # The engine has a backend and kernels for each name, and for no other.
     assert tuple(backends.BACKENDS) == BACKENDS and tuple(kernels.KERNELS) == BACKENDS

@@ -79,7 +79,7 @@ def test_the_wheel_holds_every_file_of_the_package(wheel):
     missing = sorted(package - shipped)
     assert not missing, f"not in the wheel (pyproject.toml: package-data): {missing}"
     assert shipped == package
-    assert "mptbench/plan/schema.yaml" in shipped
+    assert "mptbench/report/templates/index.html.j2" in shipped
 
 
 @pytest.mark.slow

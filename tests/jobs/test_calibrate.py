@@ -1,6 +1,7 @@
 """The calibrate rule's measurement: an engine job in the variant's own Python."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -8,7 +9,7 @@ from mptbench.core.contract import VariantConfig
 from mptbench.jobs.calibrate import calibrate_variant
 from mptbench.jobs.launcher import EngineFailed
 
-PYPI = VariantConfig("pypi", ("tensorflow", "jax"))
+PYPI = VariantConfig("pypi", ("tensorflow", "jax"), "auto", {}, None, None, "PyPI packages")
 
 SETTINGS = {
     "matmul": {"start": 64, "max": 256},
@@ -68,7 +69,7 @@ def test_the_conv_peak_covers_the_models_own_convolutions(tmp_path):
 @pytest.mark.slow
 def test_an_xla_variant_is_calibrated_compiled(tmp_path):
     out = tmp_path / "xla.json"
-    variant = VariantConfig("pypi_xla", ("tensorflow",), jit_compile=True)
+    variant = replace(PYPI, name="pypi_xla", backends=("tensorflow",), jit_compile=True)
     small = dict(SETTINGS, cap_s=1, conv=dict(SETTINGS["conv"], kernels=[3]))
     assert calibrate_variant("cpu", variant, small, None, str(out)).jit_compile is True
     assert json.loads(out.read_text())["jit_compile"] is True

@@ -1,4 +1,5 @@
-"""Rules across fields that a schema cannot say; everything per-field is in schema.yaml."""
+"""Rules across fields that a schema cannot say; everything per-field is in the settings'
+declarations (schema.py builds the check from them)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ def check(cfg: dict[str, Any]) -> None:
 
 
 def _sweep(sweep: dict[str, Any]) -> None:
-    cap, smallest = sweep.get("max_batch"), min(sweep["batch_sizes"])
-    if sweep.get("fit_search", True) and cap is not None and cap < smallest:
+    cap, smallest = sweep["max_batch"], min(sweep["batch_sizes"])
+    if sweep["fit_search"] and cap is not None and cap < smallest:
         raise ConfigError(
             f"sweep.max_batch: {cap} is below the grid's smallest batch size ({smallest}); "
             "the search for the largest batch that fits would try nothing"
@@ -89,7 +90,7 @@ def _backends(cfg: dict[str, Any]) -> None:
 
 def _dataset(dataset: dict[str, Any]) -> None:
     if dataset["builder"] == "synthetic":
-        if not dataset.get("num_classes") or not dataset.get("train_examples"):
+        if not dataset["num_classes"] or not dataset.get("train_examples"):
             raise ConfigError("dataset: synthetic data needs num_classes and train_examples")
         return
     if dataset["builder"] == "image_folder":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ def machines(cfg: dict[str, Any]) -> list[str]:
                     f"{', '.join(named[first]) or 'none'}; {name}: {', '.join(keys) or 'none'})"
                 )
         return list(targets)
-    machine = sweep.get("machine", "auto")
+    machine = sweep["machine"]
     if machine != "auto":
         return [machine]
     if not cfg["device"]["check_present"]:
@@ -141,18 +142,16 @@ def grid(cfg: dict[str, Any], devices: list[str], on: list[str] | None = None) -
     ]
 
 
-# Settings no timing run depends on (the fits and parity rules read them from the config): a
-# change to them reruns no comparison group.
-NOT_TIMING = {"device": ("memory_limit_mb",), "train": ("parity_steps", "parity_budget_s")}
-
-
-def _timing(section: str, settings: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in settings.items() if k not in NOT_TIMING[section]}
+def _timing(contract: type, settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings a run is given: its contract's fields. Those declared beside them
+    (plan/settings.py: the fits and parity rules read them from the config) rerun no group."""
+    given = {f.name for f in fields(contract)}
+    return {k: v for k, v in settings.items() if k in given}
 
 
 def device_config(cfg: dict[str, Any], name: str) -> DeviceConfig:
     device = Device(name)
-    settings = _timing("device", device.settings(cfg["device"]))
+    settings = _timing(DeviceConfig, device.settings(cfg["device"]))
     return decode(DeviceConfig, {"name": name, "kind": device.kind, **settings})
 
 
@@ -171,5 +170,5 @@ def run_config(cfg: dict[str, Any], cell: Cell) -> Run:
         variant=decode(VariantConfig, {"name": cell.variant, **cfg["variant"][cell.variant]}),
         device=device_config(cfg, cell.device),
         dataset=decode(DatasetConfig, cfg["dataset"]),
-        train=decode(TrainConfig, _timing("train", cfg["train"])),
+        train=decode(TrainConfig, _timing(TrainConfig, cfg["train"])),
     )

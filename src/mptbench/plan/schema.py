@@ -1,12 +1,17 @@
-"""Check a composed configuration against schema.yaml; errors as one line naming the key."""
+"""The configuration's JSON Schema, built from the settings' declarations (plan/settings.py's
+`Config` and the run's dataclasses it holds), and the check against it: errors as one line
+naming the key. Every object is closed, so a misspelt key fails before any job starts."""
 
 from __future__ import annotations
 
+import types
+import typing
+from dataclasses import MISSING, fields, is_dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from mptbench.plan.errors import ConfigError
+from mptbench.plan.settings import Config
 
 _TYPE_WORDS = {
     "integer": "an integer",
@@ -16,14 +21,110 @@ _TYPE_WORDS = {
     "array": "a list",
     "object": "a mapping",
 }
+_JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
+# The rules of a list's items, a mapping's values and its keys, under their JSON Schema names.
+_NESTED = {"items": "items", "values": "additionalProperties", "keys": "propertyNames"}
 
 
 @cache
 def document() -> dict[str, Any]:
-    """schema.yaml, parsed."""
-    import yaml
+    """The JSON Schema of the composed configuration."""
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **_object(Config)}
 
-    return yaml.safe_load(resources.files("mptbench.plan").joinpath("schema.yaml").read_text())
+
+def _declared(cls: type, kind: str | None = None) -> list:
+    """The fields of a declaring dataclass that are settings (of a device kind's block, where
+    `kind` is given): those made by `setting()`."""
+    return [
+        f
+        for f in fields(cls)
+        if "doc" in f.metadata and (not f.metadata["kinds"] or kind in f.metadata["kinds"])
+    ]
+
+
+def _object(cls: type, kind: str | None = None) -> dict[str, Any]:
+    """A closed object: every setting required but those an option may leave out."""
+    hints = typing.get_type_hints(cls)
+    chosen = _declared(cls, kind)
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": [f.name for f in chosen if _required(f)],
+        "properties": {f.name: _setting(hints[f.name], f.metadata) for f in chosen},
+    }
+
+
+def _required(f) -> bool:
+    no_default = f.default is MISSING and f.default_factory is MISSING
+    return no_default or bool(f.metadata["kinds"])
+
+
+def _setting(hint: Any, metadata: dict[str, Any]) -> dict[str, Any]:
+    """One setting's schema: the annotation's type, with its rules and its doc."""
+    # A setting for some kinds of device only is None on the others, never null in a yaml.
+    nullable = not metadata["kinds"]
+    schema = _type(hint, metadata["shape"], metadata["kind"], nullable)
+    return {**_with_rules(schema, metadata["rules"]), "description": metadata["doc"]}
+
+
+def _with_rules(schema: dict[str, Any], rules: dict[str, Any]) -> dict[str, Any]:
+    """A type's schema with the declaration's rules: `allowed` and `anyOf` say the values
+    outright (the type goes), `message` is `x-message`, and items, values and keys nest."""
+    rules = dict(rules)
+    if "allowed" in rules:
+        schema = {"enum": list(rules.pop("allowed"))}
+    if "anyOf" in rules:
+        schema = {k: v for k, v in schema.items() if k != "type"}
+    for ours, theirs in _NESTED.items():
+        if ours in rules:
+            inner = schema.get(theirs) if isinstance(schema.get(theirs), dict) else {}
+            schema[theirs] = _with_rules(inner, rules.pop(ours))
+    if "message" in rules:
+        rules["x-message"] = rules.pop("message")
+    return {**schema, **rules}
+
+
+def _type(
+    hint: Any, shape: type | None = None, kind: str | None = None, nullable: bool = True
+) -> dict[str, Any]:
+    """The JSON Schema of a Python annotation (null allowed where it says `| None`)."""
+    options = _union(hint)
+    null = type(None) in options and nullable
+    options = [o for o in options if o is not type(None)]
+    if shape is not None or len(options) == 1 and is_dataclass(options[0]):
+        schema = _object(shape or options[0], kind)
+    elif len(options) == 1 and typing.get_origin(options[0]) in (tuple, list):
+        schema = {"type": "array", "items": _type(typing.get_args(options[0])[0])}
+    elif len(options) == 1 and typing.get_origin(options[0]) is dict:
+        values = typing.get_args(options[0])[1]
+        schema = {"type": "object"}
+        if values is not Any:
+            schema["additionalProperties"] = _type(values)
+    elif options == [Any]:
+        schema = {}
+    else:
+        schema = {"type": [_JSON_TYPES[o] for o in options]}
+    if null:
+        schema["type"] = [*_types(schema), "null"]
+    return _single(schema)
+
+
+def _union(hint: Any) -> list[Any]:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return list(typing.get_args(hint))
+    return [hint]
+
+
+def _types(schema: dict[str, Any]) -> list[str]:
+    found = schema.get("type", [])
+    return [found] if isinstance(found, str) else list(found)
+
+
+def _single(schema: dict[str, Any]) -> dict[str, Any]:
+    """`type: [integer]` written as `type: integer`."""
+    if isinstance(schema.get("type"), list) and len(schema["type"]) == 1:
+        schema["type"] = schema["type"][0]
+    return schema
 
 
 def top_level_keys() -> list[str]:

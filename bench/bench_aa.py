@@ -57,7 +57,7 @@ def run(folder: Path, name: str, args) -> list[dict]:
         # The fixture's 120 images are one step at batch 64: an epoch as long as the real
         # data's (the input repeats), so the timing rules, not the data, end each turn.
         "train.steps_per_epoch=110",
-    ]  # fmt: skip
+    ]
     config = "overrides=[" + ",".join(f'"{o}"' for o in overrides) + "]"
     exe = Path(sys.executable).with_name("snakemake")
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
@@ -68,7 +68,7 @@ def run(folder: Path, name: str, args) -> list[dict]:
     done = subprocess.run(
         [str(exe), "--cores", "2", *again, "--config", "experiment=benchmark", config],
         cwd=folder, env=env, capture_output=True, text=True,
-    )  # fmt: skip
+    )
     if done.returncode != 0:
         raise SystemExit(f"{name} failed:\n{(done.stdout + done.stderr)[-4000:]}")
     import pandas as pd
@@ -84,23 +84,23 @@ def run(folder: Path, name: str, args) -> list[dict]:
 
 def report(rows: list[dict]) -> list[str]:
     lines = [f"{'experiment':<12}{'batch':>6}{'float32 ms':>12}{'speedup (95% interval)':>28}"
-             f"{'±':>7}{'processes':>10}  verdict"]  # fmt: skip
+             f"{'±':>7}{'processes':>10}  verdict"]
     for r in rows:
         width = (r["speedup_ci_high"] - r["speedup_ci_low"]) / 2 / r["speedup_vs_baseline"]
         r["half_width"] = width
         figure = (f"{r['speedup_vs_baseline']:.3f} ({r['speedup_ci_low']:.3f}-"
-                  f"{r['speedup_ci_high']:.3f})")  # fmt: skip
+                  f"{r['speedup_ci_high']:.3f})")
         lines.append(f"{r['experiment']:<12}{r['batch_size']:>6}{r['float32_ms']:>12.1f}"
                      f"{figure:>28}{100 * width:>6.1f}%{int(r['speedup_processes']):>10}  "
-                     f"{r['speedup_verdict']}")  # fmt: skip
+                     f"{r['speedup_verdict']}")
     false = [r for r in rows if r["speedup_verdict"] in ("faster", "slower")]
     slow = [r["half_width"] for r in rows if r["float32_ms"] >= 50]
     lines.append(f"false verdicts: {len(false)} of {len(rows)} comparisons "
-                 f"({100 * len(false) / len(rows):.1f}%; target at most 5%)")  # fmt: skip
+                 f"({100 * len(false) / len(rows):.1f}%; target at most 5%)")
     if slow:
         lines.append(f"median half-width of the speedup's interval, cells of 50 ms or more: "
                      f"{100 * statistics.median(slow):.1f}% over {len(slow)} cells "
-                     "(target at most 5%)")  # fmt: skip
+                     "(target at most 5%)")
     notes = [r for r in rows if "wider than train.precision" in str(r.get("stopped_by"))]
     lines.append(f"cells that said their budget ran out before ±3%: {len(notes)}")
     return lines
@@ -112,12 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[8, 16, 32, 48, 64, 96])
     parser.add_argument("--image-size", type=int, default=64)
     parser.add_argument("--report-only", action="store_true",
-                        help="the last run's records read again: the report rule only")  # fmt: skip
+                        help="the last run's records read again: the report rule only")
     args = parser.parse_args(argv)
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), "unknown CPU")  # fmt: skip
+                if line.startswith("model name")), "unknown CPU")
     print(f"A/A on {cpu}, {os.cpu_count()} cores: {args.experiments} experiments x "
-          f"{len(args.batch_sizes)} batch sizes at {args.image_size} px", flush=True)  # fmt: skip
+          f"{len(args.batch_sizes)} batch sizes at {args.image_size} px", flush=True)
     folder = checkout()
     started = time.monotonic()
     rows = [r for k in range(args.experiments) for r in run(folder, f"aa{k + 1}", args)]

@@ -90,7 +90,7 @@ class Cell:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cells", nargs="+", default=CELLS,
-                        help="model:image_size[:float32,policy,...] ...")  # fmt: skip
+                        help="model:image_size[:float32,policy,...] ...")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--precision", type=float, default=GOAL,
                         help="stop once the alone speedup is known to within this")
@@ -121,13 +121,13 @@ def compose_runs(cell: Cell, policies: list[str]):
         # The fixture's epoch is a few steps: one as long as the timing rules need (the input
         # repeats), so the budget, not the data, ends each process.
         "train.steps_per_epoch=2000",
-    ]  # fmt: skip
+    ]
     cfg = compose_config(ROOT / "conf", "benchmark", overrides)
     return [
         run_config(cfg, GridCell("local", cell.model, "tensorflow", "pypi", "cpu", p,
                                  cell.batch_size))
         for p in policies
-    ]  # fmt: skip
+    ]
 
 
 def child_alone(run_json: str, prepared_json: str, out: str) -> None:
@@ -147,16 +147,16 @@ def child_alone(run_json: str, prepared_json: str, out: str) -> None:
     size, classes = prepared["image_size"], len(prepared["classes"])
     keras.utils.set_random_seed(run.seed)
     model = build_model(run.model, (size, size, 3), classes, run.policy,
-                        jit_setting(run.variant.jit_compile), run.block_steps)  # fmt: skip
+                        jit_setting(run.variant.jit_compile), run.block_steps)
     data = input_pipeline(
         tf, prepared, "train", run.cell.batch_size, run.dataset.input, run.seed, training=True,
         one_hot_classes=classes if run.model.one_hot_labels else 0,
-    )  # fmt: skip
+    )
     clock = _clock(run)
     model.fit(data, epochs=1, steps_per_epoch=run.train.steps_per_epoch,
-              callbacks=[make_step_timer(clock)], verbose=0, shuffle=False)  # fmt: skip
+              callbacks=[make_step_timer(clock)], verbose=0, shuffle=False)
     Path(out).write_text(json.dumps({"policy": run.policy.name, "step_s": clock.step_seconds,
-                                     "stopped_by": clock.stopped_by}) + "\n")  # fmt: skip
+                                     "stopped_by": clock.stopped_by}) + "\n")
 
 
 # ---------------------------------------------------------------- one process of each kind
@@ -173,7 +173,7 @@ def group_process(trainer, prepared: Path, runs, index: int) -> list[dict]:
         {"kind": "group", "policy": a.policy, "process": got.process, "step_s": a.step_s,
          "rounds": a.rounds, "stopped_by": a.stopped_by}
         for a in got.arms if a.outcome == "ok"
-    ]  # fmt: skip
+    ]
 
 
 def alone_process(run_json: Path, prepared: Path, env: dict, log: Path) -> dict:
@@ -182,7 +182,7 @@ def alone_process(run_json: Path, prepared: Path, env: dict, log: Path) -> dict:
     command = [sys.executable, __file__, "--child-alone", str(run_json), str(prepared), str(out)]
     with open(log, "w") as sink:
         done = subprocess.run(command, env=env, stdout=sink, stderr=subprocess.STDOUT,
-                              timeout=1800)  # fmt: skip
+                              timeout=1800)
     if done.returncode or not out.exists():
         tail = log.read_text(errors="replace")[-2000:]
         raise SystemExit(f"an alone process failed (exit {done.returncode}); {log}:\n{tail}")
@@ -218,7 +218,7 @@ def _steps(rows: list[dict], kind: str, policy: str, how) -> list[float]:
 
 def _timed(rows: list[dict], policy: str):
     return [(r["process"], r["step_s"], r["rounds"]) for r in rows
-            if r["kind"] == "group" and r["policy"] == policy]  # fmt: skip
+            if r["kind"] == "group" and r["policy"] == policy]
 
 
 def figures(rows: list[dict], cell: Cell) -> dict:
@@ -235,7 +235,7 @@ def figures(rows: list[dict], cell: Cell) -> dict:
             "median": _welch(_steps(rows, "group", policy, statistics.median),
                              _steps(rows, "alone", policy, statistics.median))
             if group and alone else None,
-        }  # fmt: skip
+        }
     base_alone = _steps(rows, "alone", BASELINE, statistics.fmean)
     for policy in cell.others:
         from mptbench.core import stats
@@ -269,7 +269,7 @@ def report_lines(cell: Cell, rows: list[dict]) -> list[str]:
     f = figures(rows, cell)
     n = f["processes"]
     lines = [f"{cell.model} at {cell.image_size} px, batch {cell.batch_size}: {n['group']} group "
-             f"processes, {n['alone']} alone per policy"]  # fmt: skip
+             f"processes, {n['alone']} alone per policy"]
     for policy in cell.policies:
         p = f[policy]
         lines.append(
@@ -281,10 +281,10 @@ def report_lines(cell: Cell, rows: list[dict]) -> list[str]:
         alone = p["alone_speedup"]
         width = f" (±{100 * alone.half_width:.1f}%)" if alone and alone.half_width else ""
         lines.append(f"  {policy} speedup: group {_interval(p['group_speedup'])}, alone "
-                     f"{_interval(alone)}{width}")  # fmt: skip
+                     f"{_interval(alone)}{width}")
         if "ratio" in p:
             lines.append(f"  {policy} group speedup / alone speedup {_interval(p['ratio'])}: "
-                         f"{_within(p['ratio'], GOAL)}")  # fmt: skip
+                         f"{_within(p['ratio'], GOAL)}")
     return lines
 
 
@@ -296,7 +296,7 @@ def _settled(rows: list[dict], cell: Cell, precision: float) -> bool:
     found = figures(rows, cell)
     widths = [(found[p]["alone_speedup"] or None) for p in cell.others]
     return all(w is not None and w.half_width is not None and w.half_width <= precision
-               for w in widths)  # fmt: skip
+               for w in widths)
 
 
 def measure(cell: Cell, args, log) -> list[dict]:
@@ -308,7 +308,7 @@ def measure(cell: Cell, args, log) -> list[dict]:
     runs = compose_runs(cell, list(cell.policies))
     env = job_env(runs[0])
     ns = argparse.Namespace(work=args.work, image_size=cell.image_size,
-                            train_per_class=args.train_per_class)  # fmt: skip
+                            train_per_class=args.train_per_class)
     prepared, _ = setup(ns, env)
     folder = args.work.resolve() / cell.tag
     folder.mkdir(parents=True, exist_ok=True)
@@ -334,7 +334,7 @@ def measure(cell: Cell, args, log) -> list[dict]:
                 got = group_process(trainer, prepared, runs, cycle % runs[0].train.repeats)
             else:
                 got = [alone_process(run_files[what], prepared, env,
-                                     folder / f"alone-{what}-{cycle}.log")]  # fmt: skip
+                                     folder / f"alone-{what}-{cycle}.log")]
             with open(kept, "a") as sink:
                 for row in got:
                     sink.write(json.dumps(row | {"cycle": cycle}) + "\n")
@@ -343,7 +343,7 @@ def measure(cell: Cell, args, log) -> list[dict]:
         cycle += 1
         log(f"  cycle {cycle}: " + ", ".join(
             f"{r['kind']} {r['policy']} {1000 * statistics.fmean(r['step_s']):.1f} ms"
-            for r in got_cycle) + f" ({time.monotonic() - started:.0f} s)")  # fmt: skip
+            for r in got_cycle) + f" ({time.monotonic() - started:.0f} s)")
     return rows
 
 
@@ -357,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         child_alone(*args.child_alone)
         return 0
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), "unknown CPU")  # fmt: skip
+                if line.startswith("model name")), "unknown CPU")
     print(f"group vs alone on {cpu}, {os.cpu_count()} cores", flush=True)
     out = []
     for cell in [Cell.parse(c, args.batch_size) for c in args.cells]:

@@ -39,7 +39,7 @@ def compose(policy: str, batch_size: int, args) -> dict:
     from mptbench.plan import Cell, compose_config, run_config
 
     overrides = [f"dataset.image_size={args.image_size}", f"train.max_step_seconds={args.limit}",
-                 "train.validate=false", "train.synthetic_twin=false"]  # fmt: skip
+                 "train.validate=false", "train.synthetic_twin=false"]
     cfg = compose_config(ROOT / "conf", None, overrides)
     return run_config(
         cfg, Cell("local", "seed_convnet", "tensorflow", "pypi", "cpu", policy, batch_size)
@@ -76,7 +76,7 @@ def measure(policy: str, batch_sizes: list[int], prepared: dict, args) -> list[d
             "one_point_error": one_point / measured - 1 if measured else None,
             "budget_verdict": verdict.get("outcome", "runs"), "outcome": result.outcome,
             "probe_s": probe_s, "probe": encode(probe.points),
-        })  # fmt: skip
+        })
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "probe"}), flush=True)
     return rows
 
@@ -93,16 +93,16 @@ def main(argv: list[str] | None = None) -> int:
     prepared = prepared_cache(args.image_size)
     rows = [r for p in args.policies for r in measure(p, args.batch_sizes, prepared, args)]
     print(f"\n{'policy':15} {'batch':>5} {'predicted':>10} {'measured':>9} {'error':>7} "
-          f"{'one-point':>10}  verdict")  # fmt: skip
+          f"{'one-point':>10}  verdict")
     for r in rows:
         figures = f"{r['predicted_s']:9.3f}s {r['measured_s']:8.3f}s {100 * r['error']:+6.0f}%"
         old = f"{100 * r['one_point_error']:+9.0f}%"
         print(f"{r['policy']:15} {r['batch_size']:5d} {figures} {old}  {r['budget_verdict']}")
     errors = [abs(r["error"]) for r in rows if r["error"] is not None]
     dropped = [r for r in rows if r["budget_verdict"] == "over_budget"
-               and r["measured_s"] is not None and r["measured_s"] < 0.8 * args.limit]  # fmt: skip
+               and r["measured_s"] is not None and r["measured_s"] < 0.8 * args.limit]
     print(f"worst |error| {100 * max(errors):.0f}% (target <= 30%); "
-          f"runnable cells dropped: {len(dropped)} (target 0)")  # fmt: skip
+          f"runnable cells dropped: {len(dropped)} (target 0)")
     (WORK / f"bench_budget_{args.image_size}px.json").write_text(json.dumps(rows, indent=2))
     return 0
 

@@ -51,7 +51,7 @@ def fresh(experiment: str, runs: int) -> dict[str, float]:
         out = subprocess.run(
             [sys.executable, "-c", FRESH, str(CONF), experiment],
             check=True, capture_output=True, text=True,
-        )  # fmt: skip
+        )
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     return {key: statistics.median(r[key] for r in rows) for key in rows[0]}
 

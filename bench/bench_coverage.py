@@ -213,7 +213,7 @@ class SimulatedTrainer:
                 self.counts.append((len(clock.step_seconds), len(set(clock.rounds))))
             results.append(ArmResult(repeat, name, {}, outcome=outcome,
                                      step_s=clock.step_seconds, rounds=clock.rounds,
-                                     process=process))  # fmt: skip
+                                     process=process))
         return RepeatResult(process, results)
 
 
@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     tries = 40 if args.quick else args.tries
     started = time.monotonic()
     print(f"{tries} A/A and {tries} A/B tries per regime; nominal 95% intervals; "
-          "± one binomial standard error")  # fmt: skip
+          "± one binomial standard error")
     print(HEAD)
     print("|" + " --- |" * HEAD.count(" | ") + " --- |")
     for regime in REGIMES:

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         f"policy=[{','.join(args.policies)}]",
         f"sweep.batch_sizes=[{','.join(map(str, args.batch_sizes))}]",
         f"train.parity_steps={args.parity_steps}",
-    ]  # fmt: skip
+    ]
     if args.limit_mb:
         overrides.append(f"device.cpu.memory_limit_mb={args.limit_mb}")
     if args.max_batch:
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     # Their inputs first (the data, the environment, the probes): not what is measured here.
     subprocess.run([str(exe), "--cores", "2", "--until", "probe", "--config",
                     "experiment=smoke", config], cwd=folder, env=env, check=True,
-                   capture_output=True)  # fmt: skip
+                   capture_output=True)
     started = time.monotonic()
     command = [str(exe), "--cores", "2", *targets, "--config", "experiment=smoke", config]
     done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         if "tries" in found:
             print(f"\n{found['policy']}: largest fit {found['largest_fit']}, smallest failed "
                   f"{found['smallest_failed']} ({found['memory_limit']}; "
-                  f"{found['stopped_by']})")  # fmt: skip
+                  f"{found['stopped_by']})")
             for t in found["tries"]:
                 peak = f"{t['peak_mb']:.0f} MB ({t['peak_source']})" if t["peak_mb"] else ""
                 why = t.get("reason") or ""

@@ -52,7 +52,7 @@ def compose(model: str, image_size: int, args) -> dict:
         "train.max_step_seconds=null", "train.validate=false", "train.synthetic_twin=false",
         "train.profile_steps=0", "tracking.system_metrics=false",
         f"device.gpu.block_steps={args.block}", f"device.cpu.block_steps={args.block}",
-    ]  # fmt: skip
+    ]
     if args.quick:
         overrides.append("device.cpu.calibrate.cap_s=3")
     return compose_config(ROOT / "conf", None, overrides)
@@ -74,7 +74,7 @@ def model_info(cfg: dict, out: Path) -> dict:
         config = decode(ModelConfig, {"name": model, **cfg["model"][model]})
         try:
             describe_model(config, dataset["image_size"], dataset["num_classes"], str(path),
-                           backend="jax")  # fmt: skip
+                           backend="jax")
         except EngineFailed as exc:
             raise SystemExit(f"error: counting {model}'s FLOPs failed: {exc}") from None
     return read_json(path)
@@ -100,7 +100,7 @@ def calibrate(cfg: dict, args, out: Path) -> dict | None:
             calibrate_variant(
                 args.device, variant, settings["calibrate"], None, str(path), backend="jax",
                 tf32=settings.get("tf32", True),
-            )  # fmt: skip
+            )
         except EngineFailed as exc:
             print(f"calibration failed ({exc}); MFU will be missing", flush=True)
             return None
@@ -116,7 +116,7 @@ def run_group(cfg: dict, cells: list, info: dict, out: Path) -> list[dict]:
     from mptbench.plan import layout, run_config
 
     records = [out / "runs" / f"{layout.CELL.format(**c.wildcards('gpu_check'))}.json"
-               for c in cells]  # fmt: skip
+               for c in cells]
     if all(r.exists() for r in records):  # a rerun continues where it stopped
         return [read_json(r) for r in records]
     prepared = out / f"prepared-{cfg['dataset']['image_size']}px.json"
@@ -127,7 +127,7 @@ def run_group(cfg: dict, cells: list, info: dict, out: Path) -> list[dict]:
         record.parent.mkdir(parents=True, exist_ok=True)
     runs = [run_config(cfg, c) for c in cells]
     code = supervise(runs, str(prepared), None, [str(r) for r in records],
-                     model_info=str(info_file))  # fmt: skip
+                     model_info=str(info_file))
     if code:
         return [{"outcome": "failed", "reason": f"the supervisor exited with {code}"}] * len(cells)
     return [read_json(r) for r in records]
@@ -146,10 +146,10 @@ def grid(args, out: Path, deadline: float) -> list[dict]:
         out_of_memory: set[str] = set()
         for batch_size in args.batch_sizes:
             cells = [Cell("local", model, "jax", "pypi", args.device, policy, batch_size)
-                     for policy in POLICIES if policy not in out_of_memory]  # fmt: skip
+                     for policy in POLICIES if policy not in out_of_memory]
             if time.monotonic() > deadline:
                 rows += [{"cell": c, "outcome": "not run", "reason": "--budget-s spent"}
-                         for c in cells]  # fmt: skip
+                         for c in cells]
                 continue
             print(f"--- {model} at batch {batch_size}: {', '.join(c.policy for c in cells)}")
             for cell, record in zip(cells, run_group(cfg, cells, info, out), strict=True):
@@ -177,7 +177,7 @@ def table(rows: list[dict], calibration: dict | None) -> str:
 
     def timed(row):
         return [(r.get("process"), r["step_ms"], r.get("rounds") or [])
-                for r in row.get("repeats") or [] if r.get("step_ms")]  # fmt: skip
+                for r in row.get("repeats") or [] if r.get("step_ms")]
 
     base = {
         (r["cell"].model, r["cell"].batch_size): r

@@ -44,7 +44,7 @@ def cells(results: Path) -> list[dict]:
             k: record.get(k)
             for k in ("variant", "device", "policy", "batch_size", "outcome", "ms_per_step",
                       "predicted_step_s", "duration_s")
-        })  # fmt: skip
+        })
     return rows
 
 
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         print(json.dumps(row))
     print(f"default grid: {wall / 60:.1f} min wall time, exit code {done.returncode}, "
-          f"{sum(r['outcome'] == 'ok' for r in rows)} of {len(rows)} cells ok")  # fmt: skip
+          f"{sum(r['outcome'] == 'ok' for r in rows)} of {len(rows)} cells ok")
     result = {"wall_s": wall, "returncode": done.returncode, "cells": rows}
     (args.workdir / "bench_grid_last_run.json").write_text(json.dumps(result, indent=2) + "\n")
     return 0

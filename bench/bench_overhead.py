@@ -150,7 +150,7 @@ def child_bare(run_json: str, prepared_json: str, out: str) -> None:
     data = input_pipeline(
         tf, prepared, "train", batch, run.dataset.input, run.seed, training=True,
         one_hot_classes=classes if run.model.one_hot_labels else 0,
-    )  # fmt: skip
+    )
 
     class Clock(keras.callbacks.Callback):
         # Overriding on_train_batch_end makes Keras hand over the loss as a Python float, so

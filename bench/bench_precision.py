@@ -64,7 +64,7 @@ def run_cell(pair: list[str], args, prepared: Path, tracking: Path, tag: str) ->
                  "train.epochs=50", "train.steps_per_epoch=null", "train.warmup_steps=3",
                  "train.timed_steps=100", "train.min_timed_steps=10", "train.precision=0.02",
                  "train.time_budget_s=60", "train.validate=false", "train.synthetic_twin=false",
-                 "train.max_step_seconds=null", "tracking.system_metrics=false"]  # fmt: skip
+                 "train.max_step_seconds=null", "tracking.system_metrics=false"]
     cfg = compose_config(ROOT / "conf", "smoke", overrides)
     run = run_config(
         cfg, Cell("local", "seed_convnet", "tensorflow", "pypi", "cpu", "float32", args.batch_size)
@@ -74,7 +74,7 @@ def run_cell(pair: list[str], args, prepared: Path, tracking: Path, tag: str) ->
     command = [
         sys.executable, "-m", "mptbench.jobs.supervisor", "--run", str(run_file),
         "--prepared", str(prepared), "--tracking", str(tracking), "--record", str(record),
-    ]  # fmt: skip
+    ]
     started = time.monotonic()
     with open(WORK / f"log-{tag}.txt", "w") as log:
         subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT)
@@ -101,11 +101,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name} run {i}: {r['ms_per_step']:.2f} ms/step, 95% interval "
                   f"{r['ms_per_step_ci_low']:.2f}-{r['ms_per_step_ci_high']:.2f} "
                   f"({r['timed_steps']} samples of {block} step(s), stopped by "
-                  f"{r['stopped_by']}, {r['wall_s']:.0f} s)")  # fmt: skip
+                  f"{r['stopped_by']}, {r['wall_s']:.0f} s)")
         ratio = b["ms_per_step"] / a["ms_per_step"]
         print(f"{name}: the two runs {'agree' if overlap else 'DISAGREE'} (intervals "
               f"{'overlap' if overlap else 'do not overlap'}; run 2 / run 1 = {ratio:.3f})",
-              flush=True)  # fmt: skip
+              flush=True)
         results[name] = {"runs": pair, "agree": overlap, "ratio": ratio}
     (WORK / "bench_precision_last_run.json").write_text(json.dumps(results, indent=2, default=str))
     return 0

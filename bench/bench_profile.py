@@ -27,7 +27,7 @@ def run(checkout: Path, steps: int) -> dict[str, float]:
     shutil.rmtree(checkout / "results" / name, ignore_errors=True)
     config = f'overrides=["name={name}","train.profile_steps={steps}"]'
     command = [str(Path(sys.executable).with_name("snakemake")), "--cores", "2", "--config",
-               "experiment=smoke", config]  # fmt: skip
+               "experiment=smoke", config]
     done = subprocess.run(command, cwd=checkout, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(done.stderr[-3000:])
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     total_on = sum(statistics.median(r[c] for r in rounds[3]) for c in cells)
     total_off = sum(statistics.median(r[c] for r in rounds[0]) for c in cells)
     print(f"all cells: profiled {total_on:.1f} s, not {total_off:.1f} s: "
-          f"{100 * (total_on / total_off - 1):+.1f}% (target <= +15%)")  # fmt: skip
+          f"{100 * (total_on / total_off - 1):+.1f}% (target <= +15%)")
     return 0
 
 

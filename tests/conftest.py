@@ -64,7 +64,7 @@ def tf():
 # only read the smoke run share it with every worker (smoke_run).
 LONGEST_FIRST = ("test_faults.py", "test_slurm.py", "test_smoke_backends.py", "test_workflow.py",
                  "test_variants.py", "test_browser.py", "test_fits.py",
-                 "test_machines.py")  # fmt: skip
+                 "test_machines.py")
 
 
 def pytest_collection_modifyitems(items):

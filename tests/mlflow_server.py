@@ -26,7 +26,7 @@ class MlflowServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.command = [str(Path(sys.executable).with_name("mlflow")), "server",
                         "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
-                        "--backend-store-uri", f"sqlite:///{store}"]  # fmt: skip
+                        "--backend-store-uri", f"sqlite:///{store}"]
         if artifacts:
             self.command += ["--artifacts-destination", str(artifacts)]
         if app:

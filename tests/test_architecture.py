@@ -194,6 +194,20 @@ def test_no_function_is_longer_than_60_lines():
     assert not long, long
 
 
+def test_no_formatter_markers_where_no_formatter_runs():
+    """CI runs ruff check, not a formatter: a `fmt: skip` marker would say a layout is kept
+    against a tool that never looks (the style is ruff's lint and the 100-column limit)."""
+    marker = "fmt" + ": "  # written apart, so this file does not hold the marker it forbids
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for folder in ("src", "tests", "bench", "workflow")
+        for path in (ROOT / folder).rglob("*.py")
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if f"# {marker}skip" in line or f"# {marker}off" in line
+    ]
+    assert not found, found
+
+
 def test_every_test_file_mirrors_a_module():
     """tests/<package>/test_<module>.py tests src/mptbench/<package>/<module>.py."""
     orphans = []

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.workflow]
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
+]
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +89,7 @@ def mlflow_server(smoke_run):
 def _api(url: str, path: str, body: dict | None = None) -> dict:
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(f"{url}/api/2.0/mlflow/{path}", data=data,
-                                     headers={"Content-Type": "application/json"})  # fmt: skip
+                                     headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.load(response)
 
@@ -109,7 +109,7 @@ def test_the_mlflow_ui_shows_the_sweep_with_its_cells(
     page = browser.new_page(viewport={"width": 1440, "height": 1000})
     # The link the report and the terminal give: the model-training view, on the runs.
     page.goto(f"{mlflow_server}/#/experiments/{experiment['experiment_id']}"
-              "?workflowType=machine_learning")  # fmt: skip
+              "?workflowType=machine_learning")
     sweep = page.locator("[role='row']", has_text="smoke (sweep)")
     sweep.first.wait_for(timeout=60_000)
     assert page.get_by_text(f"smoke:{MACHINE}/").count() == 0  # the cells sit under the sweep

@@ -53,7 +53,7 @@ def _start(checkout: Path, name: str, *more: str) -> subprocess.Popen:
         [str(exe), "--cores", "2", *_config(name, *more)], cwd=checkout, stdout=log,
         stderr=subprocess.STDOUT, start_new_session=True,
         env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
-    )  # fmt: skip
+    )
 
 
 def _kill_all(process: subprocess.Popen) -> None:
@@ -114,7 +114,7 @@ def mirror(tmp_path_factory):
     archive = make_imagenette_archive(
         root / "served" / "imagenette2-320.tgz", train_per_class=12, val_per_class=2,
         short_side=320,
-    )  # fmt: skip
+    )
     with FileServer(root / "served") as server:
         # ~10 s for the archive: time to kill it midway.
         server.bytes_per_second = Path(archive["path"]).stat().st_size / 10
@@ -124,7 +124,7 @@ def mirror(tmp_path_factory):
 def test_kill_9_during_the_download(checkout, clean, mirror):
     server, archive = mirror
     remote = [f"dataset.url={server.url('imagenette2-320.tgz')}", "dataset.sha256_url=null",
-              f"dataset.sha256={archive['sha256']}", "dataset.name=mirror-smoke"]  # fmt: skip
+              f"dataset.sha256={archive['sha256']}", "dataset.name=mirror-smoke"]
     downloads = checkout / "resources" / "downloads"
     process = _start(checkout, "f_download", *remote)
     parts = lambda: [p for p in downloads.glob("*.part") if p.stat().st_size > 0]  # noqa: E731
@@ -156,7 +156,7 @@ def test_kill_9_during_calibration(checkout, clean):
     calibrations = checkout / "results" / "calibration"
     wait_for(lambda: list(calibrations.rglob("*.log")) and len(
         list(calibrations.rglob("*.log"))) > len(list(calibrations.rglob("*.json"))),
-        process, "calibration")  # fmt: skip
+        process, "calibration")
     time.sleep(2)
     _kill_all(process)
     _rerun(checkout, "f_calibrate", *settings)
@@ -205,7 +205,7 @@ def test_kill_9_during_the_report(checkout, clean):
 def test_two_snakemakes_at_once_in_one_directory(checkout, clean):
     first = _start(checkout, "f_twice")
     wait_for(lambda: (checkout / ".snakemake/locks").exists() and list(
-        (checkout / ".snakemake/locks").iterdir()), first, "the first run's lock")  # fmt: skip
+        (checkout / ".snakemake/locks").iterdir()), first, "the first run's lock")
     second = snakemake(checkout, "--cores", "2", *_config("f_twice"))
     assert second.returncode != 0 and LOCKED in second.stdout + second.stderr
     assert first.wait(timeout=900) == 0
@@ -241,7 +241,7 @@ def auth_server(tmp_path_factory):
     environment at first start, its user store and run store in a folder of its own."""
     root = tmp_path_factory.mktemp("auth_server")
     env = {**os.environ, "MLFLOW_AUTH_ADMIN_PASSWORD": PASSWORD,
-           "MLFLOW_FLASK_SERVER_SECRET_KEY": "another-test-only-secret"}  # fmt: skip
+           "MLFLOW_FLASK_SERVER_SECRET_KEY": "another-test-only-secret"}
     with MlflowServer(root / "runs.db", root / "artifacts", "basic-auth", env) as server:
         yield server.url
 
@@ -265,7 +265,7 @@ def test_an_access_controlled_server_refuses_strangers_and_logs_a_cell_with_cred
     assert _get(auth_server, "admin", "wrong") == 401
     assert _get(auth_server, "admin", PASSWORD) == 200
     env = {**os.environ, "MLFLOW_TRACKING_URI": auth_server,
-           "MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": PASSWORD}  # fmt: skip
+           "MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": PASSWORD}
     done = snakemake(
         checkout, "--cores", "2", *_config("f_auth", "tracking=server"), env=env, timeout=900
     )
@@ -295,15 +295,15 @@ def test_an_unreachable_mlflow_server_loses_no_cell(checkout, clean, tmp_path):
     server = MlflowServer(tmp_path / "runs.db", tmp_path / "artifacts").start()
     # Few retries, short timeouts: the test waits seconds for what a user's run retries longer.
     env = {**os.environ, "MLFLOW_TRACKING_URI": server.url, "CUDA_VISIBLE_DEVICES": "",
-           "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}  # fmt: skip
+           "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
     exe = Path(sys.executable).with_name("snakemake")
     command = [str(exe), "--cores", "2", *_config("f_unreachable", "tracking=server",
-                                                   "tracking.system_metrics=false")]  # fmt: skip
+                                                   "tracking.system_metrics=false")]
     try:
         process = subprocess.Popen(
             command, cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, start_new_session=True,
-        )  # fmt: skip
+        )
         wait_for(lambda: trainers(checkout), process, "a trainer")
         server.stop()  # gone while the cell trains: it cannot log when it finishes
         output, _ = process.communicate(timeout=600)
@@ -317,7 +317,7 @@ def test_an_unreachable_mlflow_server_loses_no_cell(checkout, clean, tmp_path):
         assert not list((checkout / "results/f_unreachable/runs").rglob("*.json"))
         server.start()
         again = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True,
-                               timeout=900)  # fmt: skip
+                               timeout=900)
         assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
         text = log.read_text()
         # Logged from the records kept, not trained again (the engine prints "repeat 1, ...").
@@ -344,7 +344,7 @@ def _small_disk(folder: Path, size: str):
     mounted = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
         capture_output=True, text=True,
-    )  # fmt: skip
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a small filesystem here: {mounted.stderr.strip()}")
     try:
@@ -363,7 +363,7 @@ def test_a_full_disk_while_downloading_and_while_building_the_cache(checkout, cl
     served = Path(archive["path"]).with_name("imagenette2-320-full.tgz")
     served.write_bytes(Path(archive["path"]).read_bytes())
     remote = [f"dataset.url={server.url(served.name)}", "dataset.sha256_url=null",
-              f"dataset.sha256={archive['sha256']}", "dataset.name=full-smoke"]  # fmt: skip
+              f"dataset.sha256={archive['sha256']}", "dataset.name=full-smoke"]
     downloads, tfds = checkout / "resources/downloads", checkout / "resources/tfds"
     with _small_disk(downloads, "64k"):
         done = _data(checkout, "f_full", *remote)
@@ -400,7 +400,7 @@ def test_a_full_disk_while_downloading_and_while_building_the_cache(checkout, cl
         (["-n", "--profile", "profiles/slurm", "--config", "experiment=smoke"],
          "mptbench profile: profiles/slurm/config.yaml: fill in default-resources.slurm_account,"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_stops_before_any_job_with_one_line(tmp_path, args, line):
     checkout = copy_workflow(tmp_path)
     done = snakemake(checkout, *args, timeout=300)

@@ -25,13 +25,13 @@ def test_a_second_machine_joins_the_report_and_other_hardware_is_caught(
     # One cell, with its probe (a train job checks its hardware against the probe's).
     config = one_cell_config("smoke", "train.max_step_seconds=20", f"report.include=['{theirs}']")
     done = snakemake(checkout, "--cores", "2", "--config", *config, timeout=600,
-                     env={**os.environ, TEST_CPU_NAME: XEON})  # fmt: skip
+                     env={**os.environ, TEST_CPU_NAME: XEON})
     assert done.returncode == 0, done.stderr[-4000:]
     ours = checkout / "results" / "smoke"
     assert [p.relative_to(ours) for p in (ours / "runs").rglob("*.json")] == [
         ours.joinpath("runs", OTHER, "seed_convnet/tensorflow/pypi/cpu/float32/bs8.json")
         .relative_to(ours)
-    ]  # fmt: skip
+    ]
     summary = pd.read_csv(ours / "report" / "summary.csv")
     assert summary.groupby("machine").size().to_dict() == {MACHINE: 4, OTHER: 1}
     assert set(summary[summary["machine"] == OTHER]["hardware_id"]) == {OTHER}
@@ -48,7 +48,7 @@ def test_a_second_machine_joins_the_report_and_other_hardware_is_caught(
     # run on: the train job stops before timing anything, naming both.
     config = one_cell_config("smoke", "train.max_step_seconds=20", f"sweep.machine={OTHER}")
     again = snakemake(checkout, "--cores", "2", "--forcerun", "train", "--config", *config,
-                      timeout=300, env={**os.environ, TEST_CPU_NAME: "AMD EPYC 7B12"})  # fmt: skip
+                      timeout=300, env={**os.environ, TEST_CPU_NAME: "AMD EPYC 7B12"})
     assert again.returncode != 0
     log = ours / "logs" / "train" / OTHER / "seed_convnet/tensorflow/pypi/cpu/bs8.log"
     last = log.read_text().strip().splitlines()[-1]

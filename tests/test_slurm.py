@@ -140,10 +140,10 @@ def test_each_target_runs_on_the_nodes_of_its_feature(smoke, cluster):
     refuses its jobs with its own reason."""
     checkout, _ = smoke
     targets = (f"sweep.targets={{here: {{constraint: {cluster.feature}}}, "
-               "elsewhere: {constraint: mptbench_kind_b}}")  # fmt: skip
+               "elsewhere: {constraint: mptbench_kind_b}}")
     overrides = ('overrides=["name=smoke_targets","policy=[float32]","sweep.batch_sizes=[8]",'
                  '"train.repeats=1","train.max_repeats=1","sweep.fit_search=false",'
-                 f'"train.parity_steps=0","{targets}"]')  # fmt: skip
+                 f'"train.parity_steps=0","{targets}"]')
     done = _snakemake_slurm(checkout, cluster, "experiment=smoke", overrides, timeout=300)
     output = done.stdout + done.stderr
     assert done.returncode != 0, output[-3000:]  # the other target's jobs cannot be placed
@@ -195,7 +195,7 @@ def test_a_cancelled_job_is_retried_and_a_rerun_finishes_what_was_cancelled(smok
     exe = Path(sys.executable).with_name("snakemake")
     with open(checkout / "smoke_cancel.out", "w+") as log:
         process = subprocess.Popen([str(exe), *args], cwd=checkout, env=env, stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+                                   stderr=subprocess.STDOUT, start_new_session=True)
         try:
             cancelled: list[str] = []
             for _ in range(2):  # the job, then its retry
@@ -218,7 +218,7 @@ def test_a_cancelled_job_is_retried_and_a_rerun_finishes_what_was_cancelled(smok
     # Both attempts ended their MLflow runs as KILLED (the supervisor turns SIGTERM into that),
     # and the sweep run says FAILED: nothing is left RUNNING with nothing running.
     assert sorted(status for _, status, _ in runs(db, "smoke_cancel")) == [
-        "FAILED", "KILLED", "KILLED"]  # fmt: skip
+        "FAILED", "KILLED", "KILLED"]
 
     done = _snakemake_slurm(checkout, cluster, *config, timeout=SMOKE_TIMEOUT_S)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:] + cluster.logs()
@@ -235,4 +235,4 @@ def test_a_cancelled_job_is_retried_and_a_rerun_finishes_what_was_cancelled(smok
     assert list(summary.columns) == list(clean.columns)
     keys = ["model", "backend", "variant", "device", "policy", "batch_size"]
     assert summary[keys].values.tolist() == [["seed_convnet", "tensorflow", "pypi", "cpu",
-                                              "float32", 8]]  # fmt: skip
+                                              "float32", 8]]

@@ -17,7 +17,7 @@ def backends_run(tmp_path_factory, warm):
     combined output."""
     checkout = warm_copy(warm, tmp_path_factory.mktemp("backends"))
     done = snakemake(checkout, "--cores", "2", "--config", "experiment=smoke_backends",
-                     timeout=1200)  # fmt: skip
+                     timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     return checkout, done.stdout + done.stderr
 

@@ -25,13 +25,13 @@ def test_variants_run_side_by_side_with_their_own_settings(tmp_path_factory, war
     assert out.count("variant pypi_onednn runs on tensorflow only: no jax cells with it") == 1
     cells = {word.split(f"/runs/{MACHINE}/", 1)[1].split("/cpu/")[0]
              for word in out.replace(",", " ").split()
-             if "/runs/" in word and word.endswith("bs8.json")}  # fmt: skip
+             if "/runs/" in word and word.endswith("bs8.json")}
     assert cells == {
         "seed_convnet/jax/pypi", "mobilenet_v2/jax/pypi", "seed_convnet/tensorflow/pypi",
         "seed_convnet/tensorflow/pypi_onednn", "seed_convnet/tensorflow/pypi_xla",
         "mobilenet_v2/tensorflow/pypi", "mobilenet_v2/tensorflow/pypi_onednn",
         "mobilenet_v2/tensorflow/pypi_xla",
-    }  # fmt: skip
+    }
     done = snakemake(smoke, "--cores", "2", "--config", "experiment=smoke", overrides)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout + done.stderr

@@ -53,7 +53,7 @@ def wheel(tmp_path_factory) -> Path:
         shutil.copy2(ROOT / name, clone / name)
     out = tmp_path_factory.mktemp("wheel")
     run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-        "--no-index", "-w", out, clone)  # fmt: skip
+        "--no-index", "-w", out, clone)
     (path,) = out.glob("*.whl")
     return path
 
@@ -65,7 +65,7 @@ def fresh_venv(root: Path, wheel: Path) -> Path:
     run(sys.executable, "-m", "venv", "--without-pip", root)
     python = root / "bin" / "python"
     run(sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps",
-        "--no-index", wheel)  # fmt: skip
+        "--no-index", wheel)
     site = run(python, "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])")
     ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     (Path(site.strip()) / "dependencies.pth").write_text("".join(f"{p}\n" for p in ours))

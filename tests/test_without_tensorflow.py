@@ -90,7 +90,7 @@ def test_a_jax_cell_on_synthetic_data_runs_with_tensorflow_hidden(
          "--prepared", str(tmp_path / "prepared.json"), "--tracking",
          str(tmp_path / "tracking.json"), "--record", str(record)],
         env=no_tensorflow, capture_output=True, text=True, timeout=600, cwd=tmp_path,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     data = json.loads(record.read_text())
     assert data["outcome"] == "ok", data.get("reason")
@@ -118,7 +118,7 @@ def test_the_gpu_check_runs_with_only_jax_keras_and_hydra(tmp_path):
         [sys.executable, str(ROOT / "bench/bench_gpu.py"), "--quick", "--models", "seed_convnet",
          "--batch-sizes", "4", "--repeats", "2", "--out", str(out)],
         env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     printed = done.stdout
     assert "calibrated peaks (TFLOP/s): float32 matmul " in printed
@@ -135,7 +135,7 @@ def test_the_gpu_check_runs_with_only_jax_keras_and_hydra(tmp_path):
         [sys.executable, "-m", "mptbench.report.aggregate", "--runs", str(out / "runs"),
          "--calibration", *calibrations, "--report-dir", str(tmp_path / "report")],
         capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    )
     assert report.returncode == 0, report.stderr[-3000:]
     import pandas as pd
 

@@ -63,7 +63,7 @@ def test_smoke_run_reports_every_cell(smoke):
     assert (summary["ms_per_step"] > 0).all()
     assert set(summary["policy"]) == {"float32", "mixed_float16"}
     assert summary.set_index("policy")["baseline"].to_dict() == {
-        "float32": True, "mixed_float16": False}  # fmt: skip
+        "float32": True, "mixed_float16": False}
     assert set(summary["batch_size"]) == {4, 8}
     # Every figure with its interval, each cell timed in two processes.
     assert (summary["ms_per_step_ci_low"] <= summary["ms_per_step"]).all()
@@ -128,12 +128,12 @@ def test_every_cell_has_its_peak_memory_and_the_report_says_what_fits(smoke):
     summary = pd.read_csv(smoke / "results/smoke/report/summary.csv")
     assert (summary["peak_memory_mb"] > 100).all()  # TensorFlow alone takes more
     assert set(summary["peak_memory_source"]) <= {"cgroup memory.max_usage_in_bytes",
-                                                  "cgroup memory.peak", "ru_maxrss"}  # fmt: skip
+                                                  "cgroup memory.peak", "ru_maxrss"}
     assert (summary["fits_at_batch"]).all() and set(summary["largest_fit_batch"]) == {8}
     mixed = summary[summary["policy"] == "mixed_float16"]
     assert mixed["memory_vs_baseline"].between(0.3, 3).all()
     fits = json.loads((smoke / f"results/smoke/fits/{MACHINE}/seed_convnet/tensorflow/pypi/cpu/"
-                       "mixed_float16.json").read_text())  # fmt: skip
+                       "mixed_float16.json").read_text())
     assert [t["batch_size"] for t in fits["tries"]] == [4, 8]  # the grid's, up to its largest
     assert fits["stopped_by"] == "every batch up to the cap fit (sweep.max_batch=8)"
     html = (smoke / "results/smoke/report/index.html").read_text()
@@ -147,7 +147,7 @@ def test_every_cell_has_its_peak_memory_and_the_report_says_what_fits(smoke):
 
 def test_the_report_says_whether_each_policy_still_learns(smoke):
     parity = json.loads((smoke / f"results/smoke/parity/{MACHINE}/seed_convnet/tensorflow/pypi/"
-                         "cpu/bs8.json").read_text())  # fmt: skip
+                         "cpu/bs8.json").read_text())
     assert parity["outcome"] == "ok" and parity["steps"] == 50
     runs = {(r["policy"], r["seed"]): r for r in parity["runs"]}
     assert set(runs) == {("float32", 0), ("mixed_float16", 0), ("float32", 1)}
@@ -192,7 +192,7 @@ def test_snakemakes_report_holds_the_results_by_device(smoke):
 
     names = zipfile.ZipFile(smoke / "results/smoke/report.zip").namelist()
     for name in ("summary.csv", "breakdown.csv", "index.html", "published_ms_per_step.png",
-                 "speedup.png", "tflops.png", "table.csv", "diagnosis.html"):  # fmt: skip
+                 "speedup.png", "tflops.png", "table.csv", "diagnosis.html"):
         assert any(n.endswith(name) for n in names), name
 
 
@@ -220,7 +220,7 @@ def test_smoke_run_logs_one_mlflow_run_per_cell(smoke):
         artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
         tags = child.data.tags
         assert {"machine", "backend", "variant", "device", "policy", "batch_size",
-                "outcome"} <= set(tags) and tags["machine"] == MACHINE  # fmt: skip
+                "outcome"} <= set(tags) and tags["machine"] == MACHINE
         assert {"logs", "run_record.json", "profile"} <= artifacts
         assert "breakdown_conv_forward_ms" in child.data.metrics
         assert child.inputs.dataset_inputs[0].dataset.name == "imagenette2-320-smoke-32px"
@@ -275,7 +275,7 @@ def test_config_keys_as_people_type_them(checkout):
     dry = snakemake(
         checkout, "-n", "--config", "experiment=smoke", "policy=[float32,mixed_bfloat16]",
         "model=mobilenet_v2", "sweep={batch_sizes: [4, 8, 16]}", "name=plain",
-    )  # fmt: skip
+    )
     assert dry.returncode == 0, dry.stderr[-3000:]
     out = dry.stdout + dry.stderr
     assert job_counts(out)["train"] == 3  # a group per batch size, both policies in each
@@ -341,7 +341,7 @@ def test_policies_added_by_override_alone_get_their_dtype_and_a_renamed_baseline
         summary.loc["fp32", "ms_per_step"] / row["ms_per_step"], rel=0.25
     )
     assert summary.loc["bf16_copy", "speedup_verdict"] in ("faster", "slower",
-                                                           "no measurable difference")  # fmt: skip
+                                                           "no measurable difference")
     # Its own calibration: the smoke grid's models timed at its largest batch, 4.
     row = summary.loc["bf16_copy"]
     assert row["calibration"].startswith(f"results/calibration/{MACHINE}/tensorflow/pypi/cpu/")

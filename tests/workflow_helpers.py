@@ -27,7 +27,7 @@ MACHINE = machine_id()
 ONE_CELL = ["model=[seed_convnet]", "backend=[tensorflow]", "policy=[float32]",
             "sweep.batch_sizes=[8]", "train.repeats=1", "train.max_step_seconds=null",
             "train.profile_steps=0", "train.synthetic_twin=false", "sweep.fit_search=false",
-            "train.parity_steps=0"]  # fmt: skip
+            "train.parity_steps=0"]
 
 
 def smoke_cell_run(policy="float32", batch_size=8, model="seed_convnet", **train):

@@ -48,7 +48,7 @@ TAPE = "StatefulPartitionedCall/gradient_tape/seed_convnet_1"
         ("IteratorGetNext", "IteratorGetNext", "input"),
         ("ArgMax", "StatefulPartitionedCall/compile_metrics/accuracy/ArgMax", "other"),
     ],
-)  # fmt: skip
+)
 def test_op_classes(op_type, op_name, expected):
     assert op_class(op_type, op_name, **SCOPES) == expected
 

@@ -38,7 +38,7 @@ def folder(tmp_path) -> Path:
 def test_a_folder_of_class_folders_becomes_a_cache(folder, tmp_path):
     assert class_names(folder) == ["cats", "dogs", "frogs"]
     info = cache.prepare(folder, "my-images", 24, tmp_path / "tfds", log=lambda _: None,
-                         kind="image_folder", source=str(folder))  # fmt: skip
+                         kind="image_folder", source=str(folder))
     assert info["classes"] == ["cats", "dogs", "frogs"]
     # Every tenth image of each class (by name) is kept for validation.
     assert info["splits"] == {"train": 9 + 9 + 11, "validation": 3}
@@ -70,7 +70,7 @@ def test_bad_folders_are_one_line_naming_what_is_wrong(folder, tmp_path):
     (folder / "dogs" / "004.jpeg").write_bytes(b"\xff\xd8\xff\xe0 not a jpeg at all" * 4)
     with pytest.raises(DatasetError) as info:
         cache.prepare(folder, "bad-images", 24, tmp_path / "tfds", log=lambda _: None,
-                      kind="image_folder")  # fmt: skip
+                      kind="image_folder")
     assert "cannot decode image" in str(info.value) and "dogs/004.jpeg" in str(info.value)
     assert "\n" not in str(info.value)
 

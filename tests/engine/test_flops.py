@@ -56,7 +56,7 @@ def test_the_seed_convnets_training_step_matches_the_hand_count():
 def _one_conv() -> ModelConfig:
     layer = ConvLayer(filters=8, kernel_size=3, strides=1)
     return ModelConfig("one_conv", "layers", "adam", 0.001, "sparse_categorical_crossentropy",
-                       "softmax", (layer,), ())  # fmt: skip
+                       "softmax", (layer,), ())
 
 
 def test_a_one_conv_models_step_is_two_passes_of_its_convolution():

@@ -64,7 +64,7 @@ def test_the_models_own_layers_are_timed_largest_first_at_growing_batches(monkey
     best = model_conv_peak(None, "float32", layers, settings, time.monotonic() + 60, 64)
     # big (32 px) first, at 8, 16, 32 and 64 (out of memory); then small; big_again is big.
     assert calls == [(32, 8), (32, 16), (32, 32), (32, 64), (16, 8), (16, 16), (16, 32),
-                     (16, 64)]  # fmt: skip
+                     (16, 64)]
     assert best["layer"] == "m/small" and best["tflops"] == 64.0 and best["shape"][0] == 32
     assert [t["error"] for t in best["tried"] if "error" in t] == ["OOM when allocating tensor"] * 2
     assert best["stopped"] == "every layer shape timed (2)"

@@ -57,7 +57,7 @@ def test_a_twin_runs_only_where_the_input_alone_could_set_the_pace(
 
     monkeypatch.setattr(feed, "input_cost", cost)
     run = smoke_run(epochs=1, steps_per_epoch=8, warmup_steps=2, timed_steps=4,
-                    min_timed_steps=3, validate=False, synthetic_twin=True)  # fmt: skip
+                    min_timed_steps=3, validate=False, synthetic_twin=True)
     first = _repeat(tf, replace(run, train=replace(run.train, synthetic_twin=False)), prepared32)
     measured["step"] = sorted(first.step_s)[len(first.step_s) // 2]
     result = _repeat(tf, run, prepared32)
@@ -74,7 +74,7 @@ def test_a_twin_runs_only_where_the_input_alone_could_set_the_pace(
 
 def test_timed_steps_account_for_the_timed_wall_time(tf, prepared32):
     run = smoke_run(batch_size=16, epochs=2, steps_per_epoch=6, warmup_steps=2, timed_steps=10,
-               min_timed_steps=10, synthetic_twin=False)  # fmt: skip
+               min_timed_steps=10, synthetic_twin=False)
     result = _repeat(tf, run, prepared32)
     assert len(result.step_s) == 10
     # The timed steps span two epochs; validation between them is not counted as step time.
@@ -84,7 +84,7 @@ def test_timed_steps_account_for_the_timed_wall_time(tf, prepared32):
 def test_the_time_budget_stops_after_the_minimum_steps(tf, prepared32):
     run = smoke_run(epochs=1, steps_per_epoch=50, warmup_steps=1, timed_steps=None,
                min_timed_steps=3, time_budget_s=1e-6, validate=False,
-               synthetic_twin=False)  # fmt: skip
+               synthetic_twin=False)
     result = _repeat(tf, run, prepared32)
     assert result.outcome == "ok" and len(result.step_s) == 3
     assert result.stopped_by == "budget"
@@ -92,7 +92,7 @@ def test_the_time_budget_stops_after_the_minimum_steps(tf, prepared32):
 
 def test_a_first_timed_step_over_the_limit_ends_the_repeat_over_budget(tf, prepared32):
     run = smoke_run(epochs=1, steps_per_epoch=20, warmup_steps=1, min_timed_steps=3,
-               max_step_seconds=1e-6, synthetic_twin=False, validate=False)  # fmt: skip
+               max_step_seconds=1e-6, synthetic_twin=False, validate=False)
     result = _repeat(tf, run, prepared32)
     assert result.outcome == "over_budget" and len(result.step_s) == 1
     assert result.reason.startswith("the first timed step took")
@@ -113,7 +113,7 @@ def test_a_block_of_steps_gives_one_sample_of_the_per_step_time(tf, prepared32):
     agree within a few percent is a measurement, in bench/bench_precision.py."""
     run = smoke_run(batch_size=32, epochs=1, steps_per_epoch=28, warmup_steps=4, timed_steps=None,
                min_timed_steps=1, time_budget_s=None, validate=False,
-               synthetic_twin=False)  # fmt: skip
+               synthetic_twin=False)
     run = replace(run, device=replace(run.device, block_steps=4))
     result = _repeat(tf, run, prepared32)
     assert result.outcome == "ok"
@@ -145,7 +145,7 @@ def test_two_policies_take_turns_in_one_process(tf, prepared32, tmp_path):
     timed steps carry their rounds, both share the process, and the copy's step is float32's."""
     base = smoke_run(batch_size=16, epochs=1, steps_per_epoch=30, warmup_steps=2,
                      timed_steps=16, min_timed_steps=16, time_budget_s=None, validate=False,
-                     round_samples=4, round_seconds=None)  # fmt: skip
+                     round_samples=4, round_seconds=None)
     copy = replace(base, policy=Policy("float32_copy", "float32"))
     progress = tmp_path / "progress"
     result = _group(tf, [base, copy], prepared32, str(progress), (str(tmp_path / "a"), None))

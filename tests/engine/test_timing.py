@@ -232,7 +232,7 @@ def test_nonfinite_loss_stops_at_once():
 def test_a_block_is_one_sample_of_its_mean_step_and_warm_up_counts_steps():
     time = FakeTime()
     clock = StepClock(warmup_steps=2, timed_steps=3, min_timed_steps=1, time_budget_s=None,
-                      now=time)  # fmt: skip
+                      now=time)
     clock.epoch_begin(0)
     stops = []
     for seconds in (2.0, 0.4, 0.8, 0.4):  # blocks of 4 steps; the first holds the warm-up

@@ -50,10 +50,10 @@ def test_the_conv_peak_covers_the_models_own_convolutions(tmp_path):
         "model": "seed", "kind": "layers", "input_shape": [64, 64, 3], "num_classes": 10,
         "parameters": 1, "training_flops_per_example": {}, "forward_flops_per_example": {},
         "flops_counted_by": "hand", "conv_layers": layers,
-    }))  # fmt: skip
+    }))
     out = tmp_path / "cpu.json"
     calibrate_variant("cpu", PYPI, SETTINGS, None, str(out), model_infos=[str(info)],
-                      model_batch=4)  # fmt: skip
+                      model_batch=4)
     data = json.loads(out.read_text())
     assert data["model_batch"] == 4
     for conv in data["conv"].values():

@@ -17,7 +17,7 @@ def _repeat(i, steps, outcome="ok", twin=None, reason=None):
         synthetic_rounds=[0] * len(twin or []), stopped_by="steps", timed_wall_s=sum(steps),
         warmup_s=[1.0], epochs=[{"epoch": 1, "loss": 2.0}], fingerprint={"host": f"h{i}"},
         process=f"p{i}",
-    )  # fmt: skip
+    )
 
 
 def test_three_repeats_give_a_geometric_mean_of_mean_steps_and_a_t_interval_over_processes():

@@ -29,7 +29,7 @@ def test_a_second_job_waits_until_the_first_is_killed(tmp_path, monkeypatch):
     waiter says what it waited for and for how long."""
     monkeypatch.setenv(device_lock.ENV, str(tmp_path))
     holder = subprocess.Popen([sys.executable, "-c", HOLD], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ})  # fmt: skip
+                              env={**os.environ})
     try:
         assert holder.stdout.readline().strip() == "held"
         threading.Timer(1.0, holder.kill).start()
@@ -55,7 +55,7 @@ def test_jobs_pinned_to_other_cores_do_not_share_a_lock(tmp_path):
     def name(cores):
         pin = (lambda: os.sched_setaffinity(0, cores)) if cores else None
         return subprocess.run([sys.executable, "-c", code], preexec_fn=pin, text=True,
-                              capture_output=True, check=True).stdout.strip()  # fmt: skip
+                              capture_output=True, check=True).stdout.strip()
 
     first, second = sorted(os.sched_getaffinity(0))[:2]
     assert name(None) == device_lock.lock_name("cpu")

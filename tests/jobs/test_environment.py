@@ -35,7 +35,7 @@ def test_a_prebuilt_wheel_gets_its_own_verified_environment(tmp_path):
         [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
          "-d", str(wheels), "tensorflow==2.21.0"],
         check=True, timeout=900,
-    )  # fmt: skip
+    )
     wheel = next(wheels.glob("tensorflow-2.21.0-*.whl"))
     variant = compose_config(CONF, None, ["variant=[source_avx2_fma]"])["variant"][
         "source_avx2_fma"

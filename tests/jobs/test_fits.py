@@ -62,7 +62,7 @@ def test_only_out_of_memory_means_it_does_not_fit():
 
 def test_a_batch_over_the_step_budget_is_not_tried_and_the_search_says_so():
     found = search(_machine(1000), [32, 64, 128], cap=128,
-                   skip=lambda b: "predicted 30 s/step" if b >= 64 else None)  # fmt: skip
+                   skip=lambda b: "predicted 30 s/step" if b >= 64 else None)
     assert [t.batch_size for t in found.tries] == [32]
     assert found.stopped_by == "batch 64 not tried: predicted 30 s/step"
 
@@ -71,7 +71,7 @@ def test_a_batch_over_the_step_budget_is_not_tried_and_the_search_says_so():
 def test_a_cell_keeps_its_own_batch_sizes_peak(batch, peak):
     found = search(_machine(300), [32, 64, 128, 256, 512], cap=512)
     fits = {"tries": [vars(t) for t in found.tries], "largest_fit": found.largest_fit,
-            "memory_limit_mb": 1536}  # fmt: skip
+            "memory_limit_mb": 1536}
     figures = cell_memory(fits, batch)
     assert figures.get("peak_memory_mb") == peak
     if peak:
@@ -85,7 +85,7 @@ def _prepared(tmp_path, image_size):
     random in-memory data)."""
     path = tmp_path / "prepared.json"
     path.write_text(json.dumps({"image_size": image_size, "classes": [f"c{i}" for i in range(10)],
-                                "dataset": "random"}))  # fmt: skip
+                                "dataset": "random"}))
     return str(path)
 
 
@@ -97,7 +97,7 @@ def test_under_a_small_limit_the_search_finds_a_finite_largest_batch_with_oom_ab
     run = smoke_cell_run(batch_size=16)
     out = tmp_path / "float32.json"
     found = what_fits(sys.executable, run, _prepared(tmp_path, 128), str(out), [32, 64],
-                      cap=2048, steps=2, limit_mb=1024)  # fmt: skip
+                      cap=2048, steps=2, limit_mb=1024)
     assert json.loads(out.read_text()) == found
     largest, failed = found["largest_fit"], found["smallest_failed"]
     assert largest and failed and largest < failed <= 1.1 * largest + 1, found["stopped_by"]

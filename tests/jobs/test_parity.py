@@ -26,7 +26,7 @@ def test_the_end_is_the_mean_of_the_last_tenth():
 def test_within_the_baselines_own_spread_it_follows():
     base, spread = _run("float32", FALLING), _run("float32", [v + 0.05 for v in FALLING], 1)
     mixed = _run("mixed_float16", [v + 0.02 for v in FALLING], loss_scale=[32768.0] * 100,
-                 initial_loss_scale=32768.0)  # fmt: skip
+                 initial_loss_scale=32768.0)
     found = verdict(mixed, base, spread)
     assert found["verdict"] == "follows the baseline"
     assert abs(found["gap"] - 0.02) < 1e-9 and abs(found["seed_spread"] - 0.05) < 1e-9
@@ -64,7 +64,7 @@ def test_a_huge_initial_loss_scale_is_recorded_as_skipped_steps(tmp_path, prepar
     mixed = replace(mixed, policy=replace(mixed.policy, initial_loss_scale=2.0**40))
     (tmp_path / "p.json").write_text(json.dumps(prepared32))
     found = parity(sys.executable, [base, mixed], str(tmp_path / "p.json"),
-                   str(tmp_path / "parity.json"), steps=40)  # fmt: skip
+                   str(tmp_path / "parity.json"), steps=40)
     figures = found["policies"]["mixed_float16"]
     # 2**40 overflows float16's gradients: skipped, the scale halved each time, until it fits.
     assert figures["initial_loss_scale"] == 2.0**40
@@ -79,6 +79,6 @@ def test_a_learning_rate_that_overflows_float16_is_reported_as_diverging(tmp_pat
     runs = _group(["float32", "mixed_float16"], optimizer="sgd", learning_rate=1e4)
     (tmp_path / "p.json").write_text(json.dumps(prepared32))
     found = parity(sys.executable, runs, str(tmp_path / "p.json"), str(tmp_path / "parity.json"),
-                   steps=30)  # fmt: skip
+                   steps=30)
     figures = found["policies"]["mixed_float16"]
     assert figures["verdict"] == "diverged", figures

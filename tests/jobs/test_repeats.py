@@ -18,7 +18,7 @@ from mptbench.jobs.trainer import Death
 def _runs(*policies, **train):
     base = smoke_cell_run(**train)
     return [replace(base, policy=Policy(p, "float32", baseline=i == 0))
-            for i, p in enumerate(policies)]  # fmt: skip
+            for i, p in enumerate(policies)]
 
 
 class Trainer:
@@ -34,7 +34,7 @@ class Trainer:
             return step
         arms = [ArmResult(repeat, r.policy.name, {}, outcome="ok", step_s=step[r.policy.name],
                           rounds=[0] * len(step[r.policy.name]), process=f"p{repeat}")
-                for r in runs]  # fmt: skip
+                for r in runs]
         return RepeatResult(f"p{repeat}", arms)
 
 
@@ -64,7 +64,7 @@ def test_an_added_process_that_is_far_off_widens_the_speedup_beyond_the_plan():
     than planned, and the group does not call the policy slower on one process."""
     runs = _runs("a", "b", repeats=3, max_repeats=5, precision=0.03)
     trainer = Trainer([_process(1.0, 0.97), _process(1.0, 1.03), _process(1.0, 1.0),
-                       _process(1.0, 1.0), _process(1.0, 1.43)])  # fmt: skip
+                       _process(1.0, 1.0), _process(1.0, 1.43)])
     measured = measure(trainer, "p.json", runs)
     assert measured.repeats == 5
     first = speedups({k: v[:3] for k, v in measured.results.items()}, runs)["b"]

@@ -43,7 +43,7 @@ def _job(tmp_path, prepared, tracking, policies=("float32",), **train):
         sys.executable, "-m", "mptbench.jobs.supervisor", "--run", *map(str, runs),
         "--prepared", str(paths["prepared"]), "--tracking", str(paths["tracking"]),
         "--record", *map(str, records),
-    ]  # fmt: skip
+    ]
     return command, records[0]
 
 
@@ -52,7 +52,7 @@ def test_a_group_is_timed_in_turns_in_repeats_and_logged_as_one_mlflow_run_per_c
 ):
     command, record = _job(tmp_path, prepared32, tracking, ("float32", "mixed_float16"),
                            repeats=2, max_repeats=2, epochs=2, steps_per_epoch=4,
-                           warmup_steps=2, timed_steps=6, min_timed_steps=3)  # fmt: skip
+                           warmup_steps=2, timed_steps=6, min_timed_steps=3)
     command += ["--profile-dir", str(tmp_path / "p32"), str(tmp_path / "p16")]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -111,7 +111,7 @@ def test_an_outside_sigkill_is_recorded_as_killed_not_oom(tmp_path, prepared32, 
     command, record = _job(
         tmp_path, prepared32, tracking, epochs=1, steps_per_epoch=5000, timed_steps=4000,
         time_budget_s=None, max_step_seconds=None, validate=False, precision=None,
-    )  # fmt: skip
+    )
     job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     os.kill(_training_trainer(job).pid, signal.SIGKILL)
     out, _ = job.communicate(timeout=120)
@@ -132,7 +132,7 @@ def test_sigterm_to_the_job_ends_its_trainer_and_its_mlflow_run_as_killed(
     command, record = _job(
         tmp_path, prepared32, tracking, epochs=1, steps_per_epoch=5000, timed_steps=4000,
         time_budget_s=None, max_step_seconds=None, validate=False, precision=None,
-    )  # fmt: skip
+    )
     job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     trainer = _training_trainer(job)
     job.send_signal(signal.SIGTERM)  # the supervisor only: its trainer must not outlive it
@@ -151,7 +151,7 @@ def test_sigterm_to_the_job_ends_its_trainer_and_its_mlflow_run_as_killed(
 
 def test_memory_limit_exceeded_is_recorded_as_oom(tmp_path, prepared32, tracking):
     command, record = _job(tmp_path, prepared32, tracking, batch_size=16384, memory_limit_mb=1800,
-                           max_step_seconds=None, synthetic_twin=False)  # fmt: skip
+                           max_step_seconds=None, synthetic_twin=False)
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     data = json.loads(record.read_text())
@@ -164,7 +164,7 @@ def _memory_cgroup(limit_mb: int):
     """A memory cgroup of our own (v1 or v2), as root; skips where none can be made."""
     name = f"mptbench-test-{uuid.uuid4().hex[:8]}"
     for root, limit_file in (("/sys/fs/cgroup/memory", "memory.limit_in_bytes"),
-                             ("/sys/fs/cgroup", "memory.max")):  # fmt: skip
+                             ("/sys/fs/cgroup", "memory.max")):
         group = Path(root) / name
         try:
             group.mkdir()
@@ -184,11 +184,11 @@ def _memory_cgroup(limit_mb: int):
 
 def test_a_real_oom_kill_is_recorded_as_oom_with_the_kernels_record(tmp_path, prepared32, tracking):
     command, record = _job(tmp_path, prepared32, tracking, batch_size=16384,
-                           max_step_seconds=None, synthetic_twin=False)  # fmt: skip
+                           max_step_seconds=None, synthetic_twin=False)
     with _memory_cgroup(1500) as group:
         shell = f'echo $$ > {group}/cgroup.procs && exec "$@"'
         done = subprocess.run(["sh", "-c", shell, "sh", *command], capture_output=True,
-                              text=True, timeout=600)  # fmt: skip
+                              text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     data = json.loads(record.read_text())
     assert data["outcome"] == "oom", data.get("reason")
@@ -203,7 +203,7 @@ def test_a_neighbours_oom_kill_is_not_blamed_on_the_trainer(tmp_path, prepared32
     command, record = _job(
         tmp_path, prepared32, tracking, epochs=1, steps_per_epoch=5000, timed_steps=4000,
         time_budget_s=None, max_step_seconds=None, validate=False, precision=None,
-    )  # fmt: skip
+    )
     # Raises its own OOM score to the top, so the kernel picks it over the trainer.
     hog = (
         'open("/proc/self/oom_score_adj", "w").write("1000")\n'
@@ -214,10 +214,10 @@ def test_a_neighbours_oom_kill_is_not_blamed_on_the_trainer(tmp_path, prepared32
     with _memory_cgroup(3000) as group:
         shell = f'echo $$ > {group}/cgroup.procs && exec "$@"'
         job = subprocess.Popen(["sh", "-c", shell, "sh", *command], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)  # fmt: skip
+                               stderr=subprocess.STDOUT, text=True)
         trainer = _training_trainer(job)
         neighbour = subprocess.run(["sh", "-c", shell, "sh", sys.executable, "-c", hog],
-                                   capture_output=True, timeout=120)  # fmt: skip
+                                   capture_output=True, timeout=120)
         assert neighbour.returncode == -signal.SIGKILL  # the kernel's OOM killer's
         assert trainer.is_running()
         os.kill(trainer.pid, signal.SIGKILL)
@@ -250,7 +250,7 @@ def test_a_cell_over_budget_by_its_probe_starts_no_trainer(tmp_path, prepared32,
     probe = ProbeResult("tensorflow", "pypi", "cpu", "float32", 32, [point], {"host": "probe"})
     trainer = Trainer("no-such-python", [run], [str(tmp_path / "record.json")])
     (record,) = train_group(trainer, str(tmp_path / "prepared.json"), tracking,
-                            {"float32": probe})  # fmt: skip
+                            {"float32": probe})
     assert record["outcome"] == "over_budget"
     assert record["reason"].startswith("a probe step at batch 2 already took 4.0 s")
     assert record["fingerprint"] == {"host": "probe"} and "ms_per_step" not in record

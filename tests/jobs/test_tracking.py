@@ -68,7 +68,7 @@ def test_every_attempt_of_a_cell_ends_and_only_the_last_stays_active(tmp_path):
     with CellRun(tracking, "cell", "last") as last:
         last.finish({"ms_per_step": 1.0}, {"outcome": "ok"}, {})
     every = client.search_runs([tracking["experiment_id"]], f"tags.`{CELL_TAG}` = 'cell'",
-                               run_view_type=mlflow.entities.ViewType.ALL)  # fmt: skip
+                               run_view_type=mlflow.entities.ViewType.ALL)
     states = {r.info.run_id: (r.info.status, r.info.lifecycle_stage) for r in every}
     assert states == {
         lost: ("KILLED", "deleted"),

@@ -332,7 +332,7 @@ def test_two_baselines_are_refused_and_another_name_can_be_the_baseline():
         "policy.float32.baseline=false",
         "+policy.fp32={compute_dtype:float32,variable_dtype:float32,loss_scaling:none,"
         "baseline:true}",
-    ])  # fmt: skip
+    ])
     cell = Cell("local", "seed_convnet", "tensorflow", "pypi", "cpu", "fp32", 8)
     assert run_config(renamed, cell).policy.baseline
 

@@ -34,7 +34,7 @@ def test_a_filled_in_profile_passes(tmp_path):
 def test_values_given_on_the_command_line_fill_the_placeholders():
     argv = ["snakemake", "--profile", "profiles/slurm", "--default-resources",
             "slurm_account=test", "slurm_partition=debug", "mem_mb=1000", "--set-threads",
-            "calibrate=2", "probe=2", "--config", "experiment=smoke"]  # fmt: skip
+            "calibrate=2", "probe=2", "--config", "experiment=smoke"]
     line = check_profiles(argv, ROOT, {})
     assert line.startswith("profiles/slurm/config.yaml: fill in set-threads.train for ")
     assert check_profiles([*argv[:10], "train=2"], ROOT, {}) is None

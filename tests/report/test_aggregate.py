@@ -66,7 +66,7 @@ def repeats(device: str, policy: str, batch_size: int, ms: float) -> list[dict]:
     for i, level in enumerate(PROCESS_LEVELS[policy]):
         steps = steps_around(ms * level)
         out.append({"repeat": i + 1, "process": f"{device}-{batch_size}-{i}", "outcome": "ok",
-                    "step_ms": steps, "rounds": list(range(len(steps)))})  # fmt: skip
+                    "step_ms": steps, "rounds": list(range(len(steps)))})
     return out
 
 

@@ -8,7 +8,7 @@ from mptbench.report.breakdown import breakdown_table, explain
 from mptbench.report.sections import closure_text, comparison_table
 
 CELL = {"experiment": "e", "machine": "box", "model": "m", "backend": "tensorflow",
-        "variant": "pypi", "device": "cpu", "batch_size": 8, "outcome": "ok"}  # fmt: skip
+        "variant": "pypi", "device": "cpu", "batch_size": 8, "outcome": "ok"}
 
 
 def _record(policy: str, convs: float, timed: float, profiled: float, closure: float) -> dict:
@@ -26,7 +26,7 @@ def _record(policy: str, convs: float, timed: float, profiled: float, closure: f
             "threads": 2, "profiled_ms_per_step": profiled, "timed_ms_per_step": timed,
             "closure": closure, "profiles": 3, "profile_steps": 6,
         },
-    }  # fmt: skip
+    }
 
 
 def _summary(records):
@@ -41,7 +41,7 @@ def _summary(records):
 
 def test_the_table_keeps_raw_ms_the_threads_and_both_steps():
     records = [_record("float32", 20.0, 11.0, 13.0, 0.96), _record("mixed_float16", 8.0, 9.0,
-                                                                    10.0, 1.02)]  # fmt: skip
+                                                                    10.0, 1.02)]
     table = breakdown_table(records)
     assert len(table) == 2 * len(CLASSES)
     conv = table[(table["policy"] == "float32") & (table["op_class"] == "conv_forward")].iloc[0]
@@ -73,7 +73,7 @@ def test_the_table_keeps_raw_ms_the_threads_and_both_steps():
 def test_a_profile_without_a_timeline_shows_no_framework_idle_or_closure():
     """A GPU's profile: op classes from the device, no executor threads: nothing invented."""
     records = [_record("float32", 20.0, 11.0, 13.0, 0.96), _record("mixed_float16", 8.0, 9.0,
-                                                                    10.0, 1.02)]  # fmt: skip
+                                                                    10.0, 1.02)]
     for r in records:
         for cls in ("framework", "idle", "unattributed"):
             del r["breakdown"]["classes_ms"][cls]

@@ -51,7 +51,7 @@ def test_a_dtype_is_judged_on_the_models_own_mix_of_work():
     judged on its convolutions (the weighted 2.49x), not on the worse of the two."""
     rows = _rows(policy=["float32", "mixed_bfloat16"], peak_vs_float32=[1.0, 2.49],
                  matmul_peak_vs_float32=[1.0, 0.70], conv_peak_vs_float32=[1.0, 2.50],
-                 conv_flops_per_step=999e9, matmul_flops_per_step=1e9)  # fmt: skip
+                 conv_flops_per_step=999e9, matmul_flops_per_step=1e9)
     text = " ".join(why(rows))
     assert (
         "mixed_bfloat16: fast bfloat16 math is there for this model (calibrated bfloat16 " in text
@@ -71,7 +71,7 @@ def test_a_dtype_is_judged_on_the_models_own_mix_of_work():
 def test_the_peak_sentence_on_either_side_of_its_thresholds(weighted, said):
     rows = _rows(policy=["float32", "mixed_bfloat16"], peak_vs_float32=[1.0, weighted],
                  matmul_peak_vs_float32=[1.0, weighted], conv_peak_vs_float32=[1.0, weighted],
-                 conv_flops_per_step=1e9, matmul_flops_per_step=1e9)  # fmt: skip
+                 conv_flops_per_step=1e9, matmul_flops_per_step=1e9)
     assert f"mixed_bfloat16: this device {said}" in " ".join(why(rows)) or (
         f"mixed_bfloat16: {said}" in " ".join(why(rows))
     )
@@ -89,14 +89,14 @@ def test_the_peak_sentence_on_either_side_of_its_thresholds(weighted, said):
 )
 def test_input_bound_needs_an_interval_on_either_side_of_its_threshold(value, low, high, said):
     rows = _rows(policy=["float32"], input_bound_ratio=[value], input_bound_ratio_ci_low=[low],
-                 input_bound_ratio_ci_high=[high])  # fmt: skip
+                 input_bound_ratio_ci_high=[high])
     assert f"float32: {said} at batch 32 ({value:.2f}x its" in " ".join(why(rows))
 
 
 @pytest.mark.parametrize(("most", "said"), [(1.06, "not input-bound"), (1.30, "unclear")])
 def test_without_a_twin_the_input_pipelines_own_cost_bounds_the_ratio(most, said):
     rows = _rows(policy=["float32"], input_bound_ratio_most=[most], input_ms_per_batch=[40.0],
-                 input_cpu_ms_per_batch=[47.5])  # fmt: skip
+                 input_cpu_ms_per_batch=[47.5])
     text = " ".join(why(rows))
     assert (
         f"float32: {said} at batch 32 (at most {most:.2f}x its compute: the input pipeline "
@@ -107,7 +107,7 @@ def test_without_a_twin_the_input_pipelines_own_cost_bounds_the_ratio(most, said
 
 def test_the_mfu_sentence_takes_its_three_figures_from_one_cell():
     rows = _rows(policy=["float32"] * 3, batch_size=[8, 16, 32], mfu=[0.2, 0.6, 0.4],
-                 achieved_tflops=[1.0, 3.0, 2.0], peak_tflops=[5.0, 5.0, 5.0])  # fmt: skip
+                 achieved_tflops=[1.0, 3.0, 2.0], peak_tflops=[5.0, 5.0, 5.0])
     text = " ".join(why(rows))
     assert (
         "float32 reached 40.0% of its calibrated peak end to end at batch 32 (mfu: 2 TFLOP/s"
@@ -118,7 +118,7 @@ def test_the_mfu_sentence_takes_its_three_figures_from_one_cell():
 
 def test_no_cause_is_stated_that_was_not_measured():
     rows = _rows(policy=["float32", "mixed_float16"], mfu=[0.05, 0.01], achieved_tflops=[1, 1],
-                 peak_tflops=[20, 100], input_bound_ratio=[1.0, 1.0])  # fmt: skip
+                 peak_tflops=[20, 100], input_bound_ratio=[1.0, 1.0])
     text = " ".join(why(rows)).lower()
     for unmeasured in ("batchnorm", "memory-bound", "overhead", "every policy waits"):
         assert unmeasured not in text
@@ -185,7 +185,7 @@ def test_a_peak_below_what_a_cell_reached_gives_no_mfu():
 
 def test_the_probes_predictions_are_judged():
     rows = _rows(policy=["float32"] * 3, batch_size=[32, 64, 128],
-                 prediction_error=[0.05, -0.1, 0.6])  # fmt: skip
+                 prediction_error=[0.05, -0.1, 0.6])
     text = " ".join(why(rows))
     assert "The probe predicted 3 cells' steps within 10% (median |prediction_error|)" in text
     assert "worst +60% (float32 at batch 128), 1 beyond ±30%." in text

@@ -7,13 +7,13 @@ from mptbench.report.published import load_published
 
 def _search(policy, largest, failed, baseline=False, limit="device.gpu.memory_limit_mb=4096"):
     tries = [{"batch_size": b, "outcome": "ok", "peak_mb": b * 10.0, "peak_source": "x"}
-             for b in (32, 64, 128, 256, 512) if b <= largest]  # fmt: skip
+             for b in (32, 64, 128, 256, 512) if b <= largest]
     if failed:
         tries.append({"batch_size": failed, "outcome": "oom", "reason": "OOM", "peak_mb": None})
     return {"model": "m", "backend": "tensorflow", "variant": "pypi", "device": "gpu0",
             "policy": policy, "baseline": baseline, "compute_dtype": "float16",
             "largest_fit": largest, "smallest_failed": failed, "memory_limit": limit,
-            "stopped_by": "within 10%", "tries": tries, "max_batch": 512}  # fmt: skip
+            "stopped_by": "within 10%", "tries": tries, "max_batch": 512}
 
 
 def test_a_policy_that_fits_a_larger_batch_says_so_with_the_limit():

@@ -24,7 +24,7 @@ def _results(root: Path, machine: str, host: str, started: str, version: str = "
         record = make_record(*cell) | {
             "machine": machine, "started_at": started, "mptbench": version,
             "hardware": {"id": machine, "name": machine, "host": host},
-        }  # fmt: skip
+        }
         record["fingerprint"] = record["fingerprint"] | {"host": host}
         path = folder / "runs" / machine / "seed_convnet/tensorflow/pypi" / device / policy
         path.mkdir(parents=True, exist_ok=True)
@@ -52,7 +52,7 @@ def test_two_machines_folders_make_one_report_with_a_section_each(tmp_path):
                         "published (2020) · Tesla V100", "published (2020) · Quadro M2200")
             if any(m in r for r in at_32)] == [
         "amd-epyc-7b12-64c · cpu", "intel-i7-8565u-8c · cpu", "published (2020) · Tesla V100",
-        "published (2020) · Quadro M2200"]  # fmt: skip
+        "published (2020) · Quadro M2200"]
     assert "mptbench 0.2.0, TensorFlow 2.21.0" in side and "Measured with different" not in side
     # Every row as wide as the head, a policy the 2020 machines lacked included.
     first = side.split("</table>", 1)[0].split("<tr>")
@@ -94,7 +94,7 @@ def test_a_folder_that_is_not_results_is_one_line(tmp_path):
 
 def test_own_records_come_first_and_others_fill_in():
     own = [{"machine": "a", "model": "m", "backend": "t", "variant": "v", "device": "cpu",
-            "policy": "p", "batch_size": 8, "started_at": "1"}]  # fmt: skip
+            "policy": "p", "batch_size": 8, "started_at": "1"}]
     other = [own[0] | {"_source": "elsewhere"}, own[0] | {"machine": "b", "_source": "x"}]
     assert [r["machine"] for r in merged(own, other)] == ["a", "b"]
     assert all("_source" not in r for r in merged(own, other))
@@ -115,7 +115,7 @@ def test_an_mlflow_stores_cell_runs_join_the_report_the_latest_per_cell(tmp_path
     )
     client.set_terminated(
         client.create_run(experiment, tags={SWEEP_TAG: EXPERIMENT}).info.run_id
-    )  # fmt: skip
+    )
     cell = make_record(*CPU_CELLS[0]) | {"machine": "laptop"}
     for started, ms in (("2026-12-01T10:00:00", 500.0), ("2026-12-02T10:00:00", 400.0)):
         run = client.create_run(experiment).info.run_id

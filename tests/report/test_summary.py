@@ -32,7 +32,7 @@ def test_the_peak_weighs_conv_flops_at_the_conv_peak_and_dense_at_the_matmul_pea
 
 def test_a_cell_above_its_peak_gets_no_mfu_but_a_note():
     row = {"conv_flops_per_step": 1e12, "matmul_flops_per_step": 0, "achieved_tflops": 0.9,
-           "achieved_tflops_compute": 1.4}  # fmt: skip
+           "achieved_tflops_compute": 1.4}
     out = peaks(CALIBRATION, "float32", row)
     assert out["mfu"] is None and out["mfu_compute"] is None
     assert out["peak_note"].startswith("calibration too low: this cell reached 1.4 TFLOP/s")
@@ -47,14 +47,14 @@ def _record(policy, batch_size, processes, twins=None, dtype="float32", baseline
             "repeat": i + 1, "process": process, "outcome": "ok", "step_ms": steps,
             "rounds": list(range(len(steps))), "synthetic_step_ms": twin,
             "synthetic_rounds": list(range(len(twin))),
-        })  # fmt: skip
+        })
     medians = [sorted(s)[len(s) // 2] for s in processes.values()]
     return {
         "device": "cpu", "variant": "pypi", "model": "m", "backend": "tensorflow",
         "policy": policy, "batch_size": batch_size, "outcome": "ok",
         "ms_per_step": sorted(medians)[len(medians) // 2], "compute_dtype": dtype,
         "baseline": dtype == "float32" if baseline is None else baseline, "repeats": repeats,
-    }  # fmt: skip
+    }
 
 
 # Three processes, each slower or faster as a whole (what a process does to every policy in it).
@@ -64,7 +64,7 @@ LEVELS = {"p1": 1.00, "p2": 1.08, "p3": 0.95}
 def _steps(scale: float, ripple: int = 1) -> dict[str, list[float]]:
     """Each process's six steps (one a round) at its level; `ripple` varies them a little."""
     return {p: [100.0 * level * scale * (1 + 0.002 * (k * ripple % 6)) for k in range(6)]
-            for p, level in LEVELS.items()}  # fmt: skip
+            for p, level in LEVELS.items()}
 
 
 def test_speedups_pair_the_processes_both_ran_in_end_to_end_and_compute_only():
@@ -92,7 +92,7 @@ def test_cells_timed_in_different_processes_keep_the_spread_between_them():
             8,
             {f"other-{p}": s for p, s in _steps(1 / 2).items()},
             dtype="bfloat16",
-        ),  # fmt: skip
+        ),
     ]
     row = summarise(records).set_index("policy").loc["mixed_bfloat16"]
     assert row["speedup_vs_baseline"] == pytest.approx(2.0) and not row["speedup_paired"]
@@ -135,14 +135,14 @@ def test_a_speedup_timed_in_added_processes_keeps_its_first_stages_spread():
 def test_a_calibration_measured_on_other_hardware_holds_the_cell_to_nothing():
     record = _record("float32", 8, {"p1": [10.0, 10.0], "p2": [11.0, 11.0], "p3": [9.0, 9.0]})
     record |= {"machine": "v100", "achieved_tflops": 0.5, "conv_flops_per_step": 1e12,
-               "matmul_flops_per_step": 0}  # fmt: skip
+               "matmul_flops_per_step": 0}
     record["hardware"] = {"id": "tesla-v100-sxm2-16gb", "host": "n1"}
     key = ("v100", "tensorflow", "pypi", "cpu")
     elsewhere = CALIBRATION | {"hardware": {"id": "nvidia-a100-sxm4-80gb", "host": "n2"}}
     [row] = summarise([record], {key: elsewhere}).to_dict("records")
     assert row["machine"] == "v100" and row["mfu"] != row["mfu"]  # NaN: no MFU
     assert row["peak_note"].startswith("this cell ran on tesla-v100-sxm2-16gb (host n1), but its "
-                                       "calibration ran on nvidia-a100-sxm4-80gb")  # fmt: skip
+                                       "calibration ran on nvidia-a100-sxm4-80gb")
     same = CALIBRATION | {"hardware": {"id": "tesla-v100-sxm2-16gb", "host": "n3"}}
     [row] = summarise([record], {key: same}).to_dict("records")
     assert row["mfu"] == pytest.approx(0.5)

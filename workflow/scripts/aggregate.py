@@ -17,7 +17,7 @@ def work():
         list(inputs.records), report_dir, list(inputs.calibrations),
         snakemake.params.ui_url or None, list(inputs.fits), list(inputs.parity),
         list(snakemake.params.include),
-    )  # fmt: skip
+    )
     ours = {read_json(p).get("mlflow_run_id") for p in inputs.records}
     cells = {run: found for run, found in cell_results(summary).items() if run in ours}
     publish_report(

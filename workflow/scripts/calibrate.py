@@ -15,7 +15,7 @@ def work():
         snakemake.input.env, snakemake.output[0], backend=params.backend, tf32=params.tf32,
         model_infos=list(snakemake.input.models), model_batch=params.model_batch,
         machine=snakemake.wildcards.machine,
-    )  # fmt: skip
+    )
 
 
 run(snakemake, work, (EngineFailed,))

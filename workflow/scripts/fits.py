@@ -20,7 +20,7 @@ def work():
         python, decode(Run, snakemake.params.run).installed(installed), snakemake.input.prepared,
         snakemake.output[0], settings["batch_sizes"], settings["cap"], settings["steps"],
         settings["limit_mb"], probe[0] if probe else None,
-    )  # fmt: skip
+    )
 
 
 run(snakemake, work, (hardware.Mismatch,))

@@ -11,7 +11,7 @@ def work():
     info = init_experiment(
         tracking["uri"], snakemake.params.name, tracking["artifact_root"],
         tracking["system_metrics"],
-    )  # fmt: skip
+    )
     print(f"MLflow experiment {info['experiment_name']} ({info['experiment_id']})")
     write_json(snakemake.output[0], info)
 

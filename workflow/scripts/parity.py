@@ -21,7 +21,7 @@ def work():
         python, [decode(Run, r).installed(installed) for r in snakemake.params.runs],
         snakemake.input.prepared, snakemake.output[0], settings["steps"], settings["budget_s"],
         {p.policy: p for p in probes},
-    )  # fmt: skip
+    )
 
 
 run(snakemake, work, (hardware.Mismatch,))

@@ -16,7 +16,7 @@ def work():
     info = prepare(
         snakemake.input.archive, params.name, params.image_size, params.data_dir,
         threads=snakemake.threads, kind=params.builder, source=params.url,
-    )  # fmt: skip
+    )
     write_json(snakemake.output.info, info)
 
 

@@ -10,7 +10,7 @@ def work():
     return supervise(
         [decode(Run, snakemake.params.run)], snakemake.input.prepared, None,
         [snakemake.output[0]], snakemake.input.env, probe_only=True,
-    )  # fmt: skip
+    )
 
 
 run(snakemake, work)

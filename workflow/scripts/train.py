@@ -14,7 +14,7 @@ def work():
         probe_files=list(snakemake.input.probes), profile_dirs=list(snakemake.output.profiles),
         log_file=snakemake.log[0], model_info=snakemake.input.model,
         fits_files=list(snakemake.input.fits),
-    )  # fmt: skip
+    )
 
 
 run(snakemake, work)

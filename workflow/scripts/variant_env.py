@@ -17,7 +17,7 @@ def work():
     manifest = make_environment(
         variant["name"], variant, wheel and str(wheel), Path(snakemake.params.venvs),
         Path(snakemake.input.requirements),
-    )  # fmt: skip
+    )
     write_json(snakemake.output[0], manifest)
 
 

@@ -84,7 +84,7 @@ def gpu_facts(index: int) -> dict[str, Any] | None:
         out = subprocess.run(
             [smi, query, "--format=csv,noheader,nounits"],
             capture_output=True, text=True, timeout=20, check=True,
-        )  # fmt: skip
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     for line in out.stdout.splitlines():

@@ -27,7 +27,7 @@ class Policy:
     @classmethod
     def of(cls, name: str, facts: dict[str, Any]) -> Policy:
         keys = ("compute_dtype", "variable_dtype", "loss_scaling", "baseline",
-                "initial_loss_scale")  # fmt: skip
+                "initial_loss_scale")
         return cls(name=name, **{k: facts[k] for k in keys if facts.get(k) is not None})
 
     @property
@@ -57,7 +57,7 @@ def policy_of_record(record: dict[str, Any]) -> Policy:
         # has no known dtype: no peak, no MFU, rather than float32's by default.
         dtype = name.removeprefix("mixed_")
         record = {"compute_dtype": dtype if dtype in DTYPES else "unknown",
-                  "baseline": record.get("baseline")}  # fmt: skip
+                  "baseline": record.get("baseline")}
     policy = Policy.of(name, record)
     if record.get("baseline") is None:
         # A record that does not say: the policy that computes and stores in the first dtype

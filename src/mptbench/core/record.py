@@ -114,7 +114,7 @@ FIELDS: tuple[Field, ...] = (
         runs_table=True,
         doc="the mean step (what wall time follows): per process the mean timed step, then "
         "their geometric mean",
-    ),  # fmt: skip
+    ),
     M("ms_per_step_median", float, metric=True, doc="geometric mean of the processes' medians"),
     M("ms_per_step_ci_low", float, metric=True, doc="95% t interval over processes, on logs"),
     M("ms_per_step_ci_high", float, metric=True),

@@ -117,5 +117,5 @@ def load(info: dict, split: str):
     b = builder_for(
         info["builder"], "", info["dataset"], info["image_size"], info["data_dir"],
         classes=info["classes"],
-    )  # fmt: skip
+    )
     return b, b.as_dataset(split=split, as_supervised=True, shuffle_files=False)

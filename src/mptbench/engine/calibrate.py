@@ -57,6 +57,6 @@ def measure(session: Session, job: CalibrateJob) -> Calibration:
     # Measured as the variant's cells run: XLA-compiled where they are (jit_compile=True).
     kernels = kernels_of(session.name, session.framework, job.jit_compile is True)
     measured = calibrate(kernels, job.settings, lambda line: print(line, flush=True),
-                         job.model_convs, job.model_batch)  # fmt: skip
+                         job.model_convs, job.model_batch)
     return Calibration(device=job.device, variant=job.variant, backend=session.name,
-                       fingerprint=facts, **measured)  # fmt: skip
+                       fingerprint=facts, **measured)

@@ -49,7 +49,7 @@ def fit_try(session: Session, job: FitJob, prepared: dict) -> FitResult:
     steps = []
     try:
         model = build_model(run.model, (size, size, 3), classes, run.policy,
-                            jit_setting(run.variant.jit_compile))  # fmt: skip
+                            jit_setting(run.variant.jit_compile))
         x, y = random_batch(run.seed, batch, (size, size, 3), classes, run.model.one_hot_labels)
         to_tensor = session.keras.ops.convert_to_tensor
         x, y = to_tensor(x), to_tensor(y)
@@ -68,5 +68,5 @@ def fit_try(session: Session, job: FitJob, prepared: dict) -> FitResult:
     else:  # Linux reports it in KiB
         peak, source = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "ru_maxrss"
     print(f"batch {batch}: ok, peak {peak:.0f} MB ({source}), steps "
-          + ", ".join(f"{s:.3f}" for s in steps) + " s", flush=True)  # fmt: skip
+          + ", ".join(f"{s:.3f}" for s in steps) + " s", flush=True)
     return FitResult(batch, Outcome.OK, None, peak, source, steps, facts)

@@ -99,7 +99,7 @@ def forward_flops_per_example(tf, network, input_shape) -> dict:
 ELEMENTWISE = {
     "add", "sub", "mul", "div", "max", "min", "neg", "exp", "log", "rsqrt", "sqrt", "tanh",
     "logistic", "pow", "integer_pow", "square", "reduce_sum", "reduce_max", "select_n",
-}  # fmt: skip
+}
 
 
 def _size(shape) -> int:

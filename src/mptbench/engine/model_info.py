@@ -79,7 +79,7 @@ def conv_layers(keras, network) -> list[dict]:
             found.append({
                 "name": layer.name, "input": [int(d) for d in shape],
                 "filters": int(layer.filters), "kernel": int(kh), "stride": int(sh),
-            })  # fmt: skip
+            })
 
     walk(network)
     return found
@@ -101,8 +101,8 @@ def describe(job: DescribeJob) -> ModelInfo:
         model=model_cfg.name, kind=model_cfg.kind, input_shape=list(input_shape),
         num_classes=job.num_classes, parameters=int(network.count_params()), **counts, **source,
         conv_layers=conv_layers(keras, network),
-    )  # fmt: skip
+    )
     flops_ = info.training_flops_per_example
     print(f"{info.model}: {info.parameters} parameters, {sum(flops_.values()) / 1e9:.3f} "
-          f"GFLOP per example per training step ({flops_})", flush=True)  # fmt: skip
+          f"GFLOP per example per training step ({flops_})", flush=True)
     return info

@@ -38,7 +38,7 @@ def _layers(keras, model_cfg: ModelConfig, input_shape, num_classes: int):
             keras.layers.Conv2D(conv.filters, conv.kernel_size, strides=conv.strides,
                                 padding="same", activation="relu"),
             keras.layers.BatchNormalization(),
-        ]  # fmt: skip
+        ]
     pooling = keras.layers.GlobalAveragePooling2D() if model_cfg.conv_layers else None
     layers.append(pooling or keras.layers.Flatten())
     layers += [keras.layers.Dense(units, activation="relu") for units in model_cfg.dense_layers]

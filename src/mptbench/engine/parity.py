@@ -53,11 +53,11 @@ def _train(session: Session, run: Run, seed: int, prepared: dict, steps: int) ->
     record = ParityRun(policy=run.policy.name, seed=seed, losses=[])
     try:
         model = build_model(run.model, (size, size, 3), classes, run.policy,
-                            jit_setting(run.variant.jit_compile))  # fmt: skip
+                            jit_setting(run.variant.jit_compile))
         train_ds, val_ds = feed.cell_data(session, run, prepared)
         recorder = _recorder(session.keras, model, record)
         model.fit(train_ds, epochs=1, steps_per_epoch=steps, callbacks=[recorder], verbose=0,
-                  shuffle=False)  # fmt: skip
+                  shuffle=False)
         if val_ds is not None and record.losses and record.losses[-1] is not None:
             found = model.evaluate(val_ds, verbose=0, return_dict=True)
             record.val_accuracy = float(found.get("accuracy", math.nan))
@@ -68,7 +68,7 @@ def _train(session: Session, run: Run, seed: int, prepared: dict, steps: int) ->
         record.outcome, record.reason = known
     last = record.losses[-1] if record.losses else None
     print(f"{run.policy.name} (seed {seed}): {record.outcome}, {len(record.losses)} steps, "
-          f"last loss {last}, {len(record.skipped_steps)} skipped", flush=True)  # fmt: skip
+          f"last loss {last}, {len(record.skipped_steps)} skipped", flush=True)
     return record
 
 

@@ -141,7 +141,7 @@ def conv_peak(kernels, dtype: str, settings: dict, deadline: float) -> dict:
 
 
 def _layer_series(kernels, dtype: str, key: tuple, settings: dict, deadline: float,
-                  batches: list[int]) -> dict:  # fmt: skip
+                  batches: list[int]) -> dict:
     """One layer shape (h, w, in, out, kernel, stride) at growing batches."""
     h, w, c_in, c_out, kernel, stride = key
 
@@ -154,7 +154,7 @@ def _layer_series(kernels, dtype: str, key: tuple, settings: dict, deadline: flo
         except Exception as exc:  # noqa: BLE001 - out of memory, mostly: the series ends
             why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             return {"shape": shape(b), "kernel": kernel, "stride": stride, "tflops": 0.0,
-                    "error": why}  # fmt: skip
+                    "error": why}
 
     series = Series(deadline, settings.get("min_gain", DEFAULT_MIN_GAIN))
     return series.run(batches, lambda b: conv_flops(shape(b), kernel, stride), measure)

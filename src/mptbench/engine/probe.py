@@ -42,7 +42,7 @@ def probe_cell(session: Session, job: ProbeJob, prepared: dict) -> ProbeResult:
     points = []
     for batch_size in run.train.probe_batch_sizes:
         x, y = random_batch(run.seed, batch_size, input_shape, num_classes,
-                            run.model.one_hot_labels)  # fmt: skip
+                            run.model.one_hot_labels)
         points.append(time_steps(model, to_tensor(x), to_tensor(y), batch_size, limit))
         if limit and points[-1].step_s > limit:
             break  # a larger batch is only slower
@@ -52,4 +52,4 @@ def probe_cell(session: Session, job: ProbeJob, prepared: dict) -> ProbeResult:
         backend=session.name, variant=run.cell.variant, device=run.cell.device,
         policy=run.policy.name, image_size=size, points=points,
         fingerprint=facts,
-    )  # fmt: skip
+    )

@@ -69,7 +69,7 @@ def _build(session: Session, arm: Arm, prepared: dict) -> None:
         arm.model = build_model(
             run.model, (size, size, 3), len(prepared["classes"]), run.policy,
             jit_setting(run.variant.jit_compile), run.block_steps,
-        )  # fmt: skip
+        )
     except Exception as exc:  # noqa: BLE001 - classified, re-raised when unknown
         _failed(session, arm, exc)
         return
@@ -97,7 +97,7 @@ def in_turns(arms: list[Arm], fits: dict[str, dict], clocks: dict, progress: str
     whose fit raises leaves the rotation and keeps its error."""
     train = arms[0].run.train
     turns = Rounds([a.name for a in arms], train.round_samples, train.round_seconds,
-                   _progress(progress))  # fmt: skip
+                   _progress(progress))
 
     def fit(arm: Arm) -> None:
         timer = timing.make_step_timer(clocks[arm.name], turns, arm.name)
@@ -185,7 +185,7 @@ def _twins(session: Session, arms: list[Arm], prepared: dict, job: RepeatJob) ->
         )
         data = feed.in_memory(session, run, prepared, run.cell.batch_size)
         fits[arm.name] = dict(x=data, epochs=1, steps_per_epoch=warmup + timed * run.block_steps,
-                              verbose=0)  # fmt: skip
+                              verbose=0)
     in_turns(arms, fits, clocks, job.progress)
     for arm in arms:
         if arm.error is None:
@@ -208,7 +208,7 @@ def _input(session: Session, arms: list[Arm], prepared: dict) -> list[Arm]:
         return arms
     wall, cpu = cost
     print(f"input pipeline alone: {1000 * wall:.1f} ms per batch, {1000 * cpu:.1f} ms of CPU",
-          flush=True)  # fmt: skip
+          flush=True)
     twins = []
     for arm in arms:
         arm.result.measured["input_ms_per_batch"] = 1000 * wall
@@ -263,7 +263,7 @@ def _profile(session: Session, model, run: Run, prepared: dict, path: str, steps
 
     timer = timing.make_step_timer(timing.StepClock(block, steps, steps, None))
     model.fit(train_ds, epochs=1, steps_per_epoch=(1 + steps) * block,
-              callbacks=[Profiler(), timer], verbose=0, shuffle=False)  # fmt: skip
+              callbacks=[Profiler(), timer], verbose=0, shuffle=False)
     scopes = {"model_scope": model.name, "optimizer_scope": _optimizer_scope(model)}
     return Profiled(dir=path, steps=steps * block, step_s=timer.clock.step_seconds, scopes=scopes)
 
@@ -292,7 +292,7 @@ def run_repeat(session: Session, job: RepeatJob, prepared: dict) -> RepeatResult
         Arm(run, ArmResult(repeat=job.repeat, policy=run.policy.name, fingerprint=dict(facts),
                            process=process))
         for run in job.runs
-    ]  # fmt: skip
+    ]
     for arm in arms:
         _build(session, arm, prepared)
     live = [a for a in arms if a.model is not None]

@@ -51,7 +51,7 @@ def calibrate_variant(
         out=str(out.with_name(f".{out.name}.out")), device=device, backend=backend,
         variant=variant.name, settings=settings, jit_compile=variant.jit_compile, tf32=tf32,
         model_convs=model_convs(model_infos), model_batch=model_batch,
-    )  # fmt: skip
+    )
     calibration = engine.result(job, Calibration)
     calibration.hardware, calibration.machine = hardware.identity(device), machine
     write_json(output, encode(calibration))

@@ -196,10 +196,10 @@ def attach_breakdown(record: dict[str, Any], repeats: list[ArmResult]) -> None:
         if xplane is None:
             raise RuntimeError(f"the profiler wrote no *.xplane.pb under {profile.dir}")
         found = breakdown(xplane, profile.steps, 1000 * statistics.median(profile.step_s),
-                          profile.scopes)  # fmt: skip
+                          profile.scopes)
         each.append(found | {"xplane": str(xplane)})
     classes = {c: [b["classes_ms"][c] for b in each if c in b["classes_ms"]]
-               for c in each[0]["classes_ms"]}  # fmt: skip
+               for c in each[0]["classes_ms"]}
     closures = [b["closure"] for b in each if b.get("closure") is not None]
     record["breakdown"] = {
         "classes_ms": {c: statistics.median(v) for c, v in classes.items()},

@@ -51,7 +51,7 @@ def startup_of(python: str, env: dict[str, str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         try:
             facts = engine.result(EnvironmentJob(out=str(Path(tmp) / "facts.json")),
-                                  EnvironmentFacts)  # fmt: skip
+                                  EnvironmentFacts)
         except EngineFailed as exc:
             raise VariantError(f"TensorFlow does not start in {python}: {exc}") from None
     return asdict(facts)

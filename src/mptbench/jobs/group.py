@@ -125,7 +125,7 @@ def train_group(
                 mlrun.log_params(records[name]["config"])
                 mlrun.log_dataset(info)
                 records[name] |= {"mlflow_run_id": mlrun.run_id,
-                                  "mlflow_experiment_id": experiment_id}  # fmt: skip
+                                  "mlflow_experiment_id": experiment_id}
             if kept:
                 print("logging the records kept from an earlier attempt (not training again)")
                 ids = ("mlflow_run_id", "mlflow_experiment_id")

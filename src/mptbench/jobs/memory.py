@@ -189,7 +189,7 @@ class Evidence:
         held = f"the trainer held at most {self.peak_rss_mb:.0f} MB {of}"
         whose = "not the trainer's own cgroup" if self.own else held
         self.notes.append(f"an OOM kill in the cgroup it shares was another process's ({rose}; "
-                          f"{whose})")  # fmt: skip
+                          f"{whose})")
         return None
 
     def _shared_rise(self) -> str | None:

@@ -55,13 +55,13 @@ def verdict(run: ParityRun, baseline: ParityRun, spread: ParityRun | None) -> di
     if run.loss_scale:
         figures |= {"initial_loss_scale": run.initial_loss_scale,
                     "final_loss_scale": run.loss_scale[-1],
-                    "min_loss_scale": min(run.loss_scale)}  # fmt: skip
+                    "min_loss_scale": min(run.loss_scale)}
     spread_end = end_loss(spread.losses) if spread else None
     if base_end is not None and spread_end is not None:
         figures["seed_spread"] = abs(spread_end - base_end)
     if run.val_accuracy is not None and baseline.val_accuracy is not None:
         figures |= {"val_accuracy": run.val_accuracy,
-                    "baseline_val_accuracy": baseline.val_accuracy}  # fmt: skip
+                    "baseline_val_accuracy": baseline.val_accuracy}
         if spread and spread.val_accuracy is not None:
             figures["val_accuracy_seed_spread"] = abs(spread.val_accuracy - baseline.val_accuracy)
     if run.outcome != Outcome.OK:
@@ -90,7 +90,7 @@ def verdict(run: ParityRun, baseline: ParityRun, spread: ParityRun | None) -> di
 
 
 def plan(runs: list[Run], steps: int, budget_s: float | None,
-         probes: dict[str, ProbeResult]) -> tuple[list[Run], dict[str, str]]:  # fmt: skip
+         probes: dict[str, ProbeResult]) -> tuple[list[Run], dict[str, str]]:
     """The runs that fit train.parity_budget_s by their probe's prediction, and why others
     do not."""
     kept, left_out = [], {}
@@ -124,7 +124,7 @@ def parity(
     result: dict[str, Any] = {
         **{k: v for k, v in encode(base.cell).items() if k != "policy"},
         "baseline": base.policy.name, "steps": steps, "left_out": left_out, "policies": {},
-    }  # fmt: skip
+    }
     if base not in kept or len(kept) < 2:
         result["outcome"] = "not run: " + (
             "; ".join(f"{k}: {v}" for k, v in left_out.items())
@@ -134,7 +134,7 @@ def parity(
         return result
     seeds = [base.seed] * len(kept) + [base.seed + SPREAD_SEED]
     job = ParityJob(str(Path(out).with_name(f".{Path(out).name}.out")),
-                    (*kept, base), tuple(seeds), prepared, steps)  # fmt: skip
+                    (*kept, base), tuple(seeds), prepared, steps)
     engine = Engine(python, environment(base.variant.env, base.device.name, base.backend.name))
     finished = engine.launch(job, ParityResult, base.train.memory_limit_mb)
     if finished.death:
@@ -150,7 +150,7 @@ def parity(
     result["policies"][base.policy.name] = {
         "end_loss": end_loss(baseline.losses), "spread_end_loss": end_loss(spread.losses),
         "verdict": "baseline",
-    }  # fmt: skip
+    }
     for name, figures in result["policies"].items():
         print(f"parity, {name}: {figures['verdict']}", flush=True)
     write_json(out, result)

@@ -101,7 +101,7 @@ def timeline(xplane: str | Path) -> dict[str, Any] | None:
     from xprof import profile_data
 
     host = next((p for p in profile_data.ProfileData.from_file(str(xplane)).planes
-                 if p.name == "/host:CPU"), None)  # fmt: skip
+                 if p.name == "/host:CPU"), None)
     if host is None:
         return None
     windows, threads = [], []
@@ -121,7 +121,7 @@ def timeline(xplane: str | Path) -> dict[str, Any] | None:
             framework += covered - _union(_clip(ops, window))
             idle += window[1] - window[0] - covered
     return {"windows": len(windows), "threads": len(threads), "framework_ns": framework,
-            "idle_ns": idle}  # fmt: skip
+            "idle_ns": idle}
 
 
 def closure(classes: dict[str, float], threads: int, profiled_ms: float) -> dict[str, float]:
@@ -171,4 +171,4 @@ def _top_ops(xplane, steps: int, scopes: dict, count: int = 15) -> list[dict]:
             "ms_per_step": (r["total_self_time"] or 0) / 1000 / steps,
         }
         for r in rows[:count]
-    ]  # fmt: skip
+    ]

@@ -125,7 +125,7 @@ def measure(trainer: Trainer, prepared: str, runs: list[Run]) -> Measured:
             wanted = planned(measured.results, runs, active)
             if wanted > train.repeats:
                 print(f"{wanted} repeats in all: the first {train.repeats} say so for "
-                      f"train.precision={train.precision}", flush=True)  # fmt: skip
+                      f"train.precision={train.precision}", flush=True)
     return measured
 
 

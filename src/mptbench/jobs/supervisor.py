@@ -86,14 +86,14 @@ def supervise(
             else:
                 fits = [read_json(f) for f in fits_files or []]
                 results = _train(trainer, prepared, tracking, probe_files, model_info, log_file,
-                                 {f["policy"]: f for f in fits})  # fmt: skip
+                                 {f["policy"]: f for f in fits})
     except (TrainerFailed, DatasetError, TrackingFailed, hardware.Mismatch) as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1
     except (Stopped, KeyboardInterrupt) as exc:
         stopped = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
         print(f"error: stopped by {signal.Signals(stopped).name} before the job finished; nothing "
-              "written, the next run does it again", file=sys.stderr, flush=True)  # fmt: skip
+              "written, the next run does it again", file=sys.stderr, flush=True)
         return 128 + stopped
     for path, result in zip(records, results, strict=True):
         write_json(path, result)
@@ -111,7 +111,7 @@ def _train(trainer, prepared, tracking, probe_files, model_info, log_file, fits)
     results = train_group(trainer, prepared, tracked, by_policy, described, log_file, fits)
     for result in results:
         print(f"{result['policy']}: {result['outcome']}: {_summary(result)}", file=sys.stderr,
-              flush=True)  # fmt: skip
+              flush=True)
     return results
 
 
@@ -121,7 +121,7 @@ def _summary(record: dict) -> str:
     interval = ""
     if record.get("ms_per_step_ci_low") is not None:
         interval = (f"95% interval {record['ms_per_step_ci_low']:.1f}-"
-                    f"{record['ms_per_step_ci_high']:.1f}, ")  # fmt: skip
+                    f"{record['ms_per_step_ci_high']:.1f}, ")
     return f"{record['ms_per_step']:.1f} ms/step ({interval}{len(record['repeats'])} repeats)"
 
 
@@ -129,14 +129,14 @@ def main(argv: list[str] | None = None) -> int:
     """Train a group (or probe a cell) by hand: python -m mptbench.jobs.supervisor --run ..."""
     parser = argparse.ArgumentParser(description="Train one comparison group; write its records.")
     parser.add_argument("--run", required=True, nargs="+",
-                        help="each cell's run (a JSON file: encode(Run))")  # fmt: skip
+                        help="each cell's run (a JSON file: encode(Run))")
     parser.add_argument("--prepared", required=True, help="the prepare rule's JSON")
     parser.add_argument("--tracking", default=None, help="the tracking_init rule's JSON")
     parser.add_argument("--env", default=None, help="the variant_env rule's manifest")
     parser.add_argument("--probe", default=None, nargs="*", help="the probe rule's JSONs")
     parser.add_argument("--probe-only", action="store_true", help="probe the cell, no run")
     parser.add_argument("--record", required=True, nargs="+",
-                        help="where each run's record (or the probe) goes")  # fmt: skip
+                        help="where each run's record (or the probe) goes")
     parser.add_argument("--profile-dir", default=None, nargs="*", help="each ok cell's profile")
     parser.add_argument("--model-info", default=None, help="the model_info rule's JSON")
     args = parser.parse_args(argv)
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         [decode(Run, read_json(p)) for p in args.run], args.prepared, args.tracking,
         args.record, args.env, probe_files=args.probe, probe_only=args.probe_only,
         profile_dirs=args.profile_dir, model_info=args.model_info,
-    )  # fmt: skip
+    )
 
 
 if __name__ == "__main__":

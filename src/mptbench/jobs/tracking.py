@@ -161,7 +161,7 @@ class CellRun:
             [self.experiment_id], filter_string=f"tags.`mptbench.cell` = '{self.cell_label}'"
         )
         self.run = self.client.create_run(self.experiment_id, tags=self.tags,
-                                          run_name=self.run_name)  # fmt: skip
+                                          run_name=self.run_name)
         if self.system_metrics:
             self._monitor()
         for old in earlier:
@@ -180,7 +180,7 @@ class CellRun:
         self.monitor = SystemMetricsMonitor(
             self.run_id, sampling_interval=self.sampling_s, samples_before_logging=1,
             tracking_uri=self.uri,
-        )  # fmt: skip
+        )
         self.monitor.start()
 
     @property
@@ -239,7 +239,7 @@ class CellRun:
         metrics = [
             (k, v, int(entry["epoch"])) for entry in epochs for k, v in entry.items()
             if k != "epoch"
-        ]  # fmt: skip
+        ]
         if metrics:
             self._batch(metrics=metrics)
 

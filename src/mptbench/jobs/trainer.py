@@ -66,7 +66,7 @@ class Trainer:
         profiled = repeat < train.profile_repeats
         dirs = tuple(self.profile_dirs.get(r.policy.name) if profiled else None for r in runs)
         job = RepeatJob(str(self.out), tuple(runs), prepared, repeat, dirs, str(self.progress),
-                        twins=repeat < train.repeats)  # fmt: skip
+                        twins=repeat < train.repeats)
         self.progress.unlink(missing_ok=True)
         try:
             finished = self.engine.launch(job, RepeatResult, runs[0].train.memory_limit_mb)

@@ -24,7 +24,7 @@ from mptbench.plan.errors import ConfigError
 
 __all__ = [
     "AXES", "Cell", "expand_devices", "grid", "left_out", "machines", "pairs", "run_config"
-]  # fmt: skip
+]
 
 
 def machines(cfg: dict[str, Any]) -> list[str]:

@@ -102,7 +102,7 @@ def write_report(
         records, [*others.calibrations, *calibrations], ui_url,
         merge.merged_outputs(load_outputs(list(fits), "fits search"), others.fits),
         merge.merged_outputs(load_outputs(list(parity), "parity comparison"), others.parity),
-    )  # fmt: skip
+    )
     try:
         for name, data in files.items():
             write_bytes(Path(report_dir) / name, data)
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         "--include", nargs="+",
         help="results/<experiment> folders of several machines (their runs, fits, parity and "
         "calibrations), or mlflow:URI#EXPERIMENT: one report of all of them",
-    )  # fmt: skip
+    )
     parser.add_argument("--calibration", nargs="*", default=[], help="calibrate rule outputs")
     parser.add_argument("--report-dir", required=True, help="where summary.csv, index.html, ... go")
     parser.add_argument("--ui-url", default=None, help="the MLflow UI, for links to each run")
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         write_report(args.records or args.runs, args.report_dir, args.calibration, args.ui_url,
-                     args.fits, args.parity, args.include or [])  # fmt: skip
+                     args.fits, args.parity, args.include or [])
     except ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -28,7 +28,7 @@ COLUMNS = [
     "experiment", *AXES, "baseline", "op_class", "name", "in_step",
     "ms_per_step", "ms_min", "ms_max", "threads", "ms_of_step", "share_of_profiled_step",
     "profiled_ms_per_step", "timed_ms_per_step", "closure", "profiles", "profile_steps",
-]  # fmt: skip
+]
 # The sentence speaks of convolutions as one; the table keeps their three classes apart. It
 # names what was measured only: not the unattributed rest, not what overlapped the step.
 SENTENCE_GROUPS = {
@@ -67,7 +67,7 @@ def breakdown_table(records: list[dict]) -> pd.DataFrame:
                 "timed_ms_per_step": found.get("timed_ms_per_step", record.get("ms_per_step")),
                 "closure": found.get("closure"), "profiles": found.get("profiles"),
                 "profile_steps": found.get("profile_steps"),
-            })  # fmt: skip
+            })
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -125,7 +125,7 @@ def _comparison(base: pd.DataFrame, mine: pd.DataFrame) -> dict:
         before, after = float(b.get(cls, 0.0)), float(m.get(cls, 0.0))
         rows.append(_row(name, before, after))
     for column, name in (("profiled_ms_per_step", "profiled step"),
-                         ("timed_ms_per_step", "timed step (no profiler)")):  # fmt: skip
+                         ("timed_ms_per_step", "timed step (no profiler)")):
         rows.append(_row(name, float(base[column].iloc[0]), float(mine[column].iloc[0])))
     closure = (base["closure"].iloc[0], mine["closure"].iloc[0])
     return {"rows": rows, "closure": tuple(None if pd.isna(c) else float(c) for c in closure)}
@@ -134,7 +134,7 @@ def _comparison(base: pd.DataFrame, mine: pd.DataFrame) -> dict:
 def _row(name: str, before: float, after: float) -> dict:
     ratio = before / after if before > 0 and after > 0 else None
     return {"name": name, "baseline": before, "policy": after, "delta": after - before,
-            "ratio": ratio}  # fmt: skip
+            "ratio": ratio}
 
 
 def _summary_row(summary: pd.DataFrame, group: tuple, policy, batch_size):
@@ -162,7 +162,7 @@ def explain(table: pd.DataFrame, summary: pd.DataFrame) -> list[dict]:
                 "batch_size": int(batch_size), "baseline": baseline,
                 "policy": policy, "comparison": _comparison(base, mine),
                 "sentence": sentence(policy, _group_ms(base), _group_ms(mine), step_ms, row),
-            })  # fmt: skip
+            })
     return out
 
 

@@ -31,7 +31,7 @@ def peak_sentence(rows: pd.DataFrame, policy: str) -> str | None:
     dtype, share = dtype_of(rows, policy), _conv_share(rows)
     mix = f"{100 * share:.1f}% of its FLOPs convolution" if share is not None else "its FLOPs"
     parts = [f"matmuls {ratio(matmul)}" if matmul is not None else None,
-             f"convolution training steps {ratio(conv)}" if conv is not None else None]  # fmt: skip
+             f"convolution training steps {ratio(conv)}" if conv is not None else None]
     measured = (
         f"calibrated {dtype} peak {ratio(weighted)} float32's for this model's work ({mix}; "
         f"peak_vs_float32; {', '.join(p for p in parts if p)}: matmul_peak_vs_float32, "
@@ -66,11 +66,11 @@ def _input_figure(row: pd.Series) -> str:
     if pd.isna(row.get("input_bound_ratio")):
         return (f"at most {row['input_bound_ratio_most']:.2f}x its compute: the input pipeline "
                 f"alone took {row['input_ms_per_batch']:.1f} ms per batch, "
-                f"{row['input_cpu_ms_per_batch']:.1f} ms of CPU; no twin ran")  # fmt: skip
+                f"{row['input_cpu_ms_per_batch']:.1f} ms of CPU; no twin ran")
     figure = f"{row['input_bound_ratio']:.2f}x its in-memory twin's step"
     if pd.notna(row["input_bound_ratio_ci_low"]):
         figure += (f", 95% interval {row['input_bound_ratio_ci_low']:.2f}–"
-                   f"{row['input_bound_ratio_ci_high']:.2f}")  # fmt: skip
+                   f"{row['input_bound_ratio_ci_high']:.2f}")
     return figure
 
 
@@ -87,7 +87,7 @@ def input_sentence(rows: pd.DataFrame, policy: str) -> str | None:
     if hit.empty:
         return None
     parts = [f"{_bound(row)} at batch {int(row['batch_size'])} ({_input_figure(row)})"
-             for _, row in hit.iterrows()]  # fmt: skip
+             for _, row in hit.iterrows()]
     columns = "input_bound_ratio"
     if hit["input_bound_ratio"].isna().any():
         columns += ", input_bound_ratio_most"

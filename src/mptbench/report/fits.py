@@ -55,10 +55,10 @@ def sentence(search: dict, baseline: dict) -> str:
     if _open(search):
         why = search["stopped_by"]
         return (f"{name} fit every batch it tried, up to {mine} ({limit}); the search stopped "
-                f"there ({why}), so how large a batch fits is not known.")  # fmt: skip
+                f"there ({why}), so how large a batch fits is not known.")
     if search["smallest_failed"] is None and baseline["smallest_failed"] is None:
         return (f"{name} and {base_name} both fit every batch tried, up to {max(mine, base or 0)}"
-                f" ({limit}): memory did not decide here.")  # fmt: skip
+                f" ({limit}): memory did not decide here.")
     if base is None or mine > base:
         where = "none" if base is None else f"{base}"
         return f"{name} fits batch {mine} where {base_name} fits {where} ({limit})."
@@ -131,7 +131,7 @@ def fits_sections(searches: list[dict], published: pd.DataFrame) -> dict[str, An
                     "why it stopped": s["stopped_by"],
                 }
                 for s in found
-            ]  # fmt: skip
+            ]
         )
         out.append({
             "title": " · ".join(key),
@@ -139,5 +139,5 @@ def fits_sections(searches: list[dict], published: pd.DataFrame) -> dict[str, An
             "sentences": [sentence(s, base) for s in found if base and s is not base],
             "table": plain_table(summary),
             "peaks": _peaks_table(found),
-        })  # fmt: skip
+        })
     return {"groups": out, "published": published_small_card(published)}

@@ -14,7 +14,7 @@ from mptbench.report.tables import cell, interleaved, policy_table
 
 # What must agree for two machines' cells to be compared as they are.
 MEASURED_WITH = {"mptbench": "mptbench", "tensorflow": "TensorFlow", "keras": "Keras",
-                 "parameters": "parameters", "image_size": "px"}  # fmt: skip
+                 "parameters": "parameters", "image_size": "px"}
 
 
 def _measured_with(rows: pd.DataFrame) -> dict[str, str]:
@@ -75,7 +75,7 @@ def machines(summary: pd.DataFrame, published: pd.DataFrame) -> list[dict]:
                 "like comparison; the 'measured with' column says what each used."
                 if differ else None
             ),
-        })  # fmt: skip
+        })
     return out
 
 
@@ -105,8 +105,8 @@ def _fits_table(places: dict, published: pd.DataFrame, pols: list[str]) -> dict:
     for (machine, device), rows in places.items():
         label = f"{machine} · {device}"
         body.append([cell(label, "text"),
-                     *(_fit_of(rows[rows["policy"] == p]) for p in pols)])  # fmt: skip
+                     *(_fit_of(rows[rows["policy"] == p]) for p in pols)])
     for device, theirs in published.groupby("device", sort=False):
         body.append([cell(f"published (2020) · {device}", "text"),
-                     *(_published_fit(theirs[theirs["policy"] == p]) for p in pols)])  # fmt: skip
+                     *(_published_fit(theirs[theirs["policy"] == p]) for p in pols)])
     return {"head": head, "rows": body}

@@ -92,7 +92,7 @@ def cell_records(uri: str, name: str) -> list[tuple[str, dict[str, Any]]]:
     runs = client.search_runs(
         [found.experiment_id], filter_string="attributes.status = 'FINISHED'",
         order_by=["attributes.start_time DESC"], max_results=50000,
-    )  # fmt: skip
+    )
     out = []
     for run in runs:
         if SWEEP_TAG in run.data.tags:

@@ -40,7 +40,7 @@ def _accuracy(figures: dict, baseline: str) -> str:
     spread = figures.get("val_accuracy_seed_spread")
     own = f", its own seed-to-seed spread {spread:.3f}" if spread is not None else ""
     return (f"; validation accuracy {figures['val_accuracy']:.3f} against {baseline}'s "
-            f"{figures['baseline_val_accuracy']:.3f}{own}")  # fmt: skip
+            f"{figures['baseline_val_accuracy']:.3f}{own}")
 
 
 def sentence(policy: str, figures: dict, baseline: str, batch: int, steps: int) -> str:
@@ -79,7 +79,7 @@ def learning_sections(parity: list[dict]) -> list[dict[str, Any]]:
             for name, figures in p["policies"].items():
                 if figures["verdict"] != "baseline":
                     lines.append(sentence(name, figures, p["baseline"], p["batch_size"],
-                                          p["steps"]))  # fmt: skip
+                                          p["steps"]))
         out.append({"title": " · ".join(key), "key": key, "sentences": lines, "notes": notes})
     return out
 
@@ -90,10 +90,10 @@ def learning_figure(found: list[dict], title: str) -> bytes:
         (p for p in found if p.get("outcome") == Outcome.OK), key=lambda p: p["batch_size"]
     )
     fig, axes = plt.subplots(1, max(1, len(ran)), figsize=(5 * max(1, len(ran)), 3.6),
-                             squeeze=False)  # fmt: skip
+                             squeeze=False)
     if not ran:
         axes[0][0].text(0.5, 0.5, "not run (train.parity_steps=0, or over the budget)",
-                        ha="center", transform=axes[0][0].transAxes)  # fmt: skip
+                        ha="center", transform=axes[0][0].transAxes)
         axes[0][0].axis("off")
     for ax, p in zip(axes[0], ran, strict=False):
         for i, run in enumerate(p["runs"]):

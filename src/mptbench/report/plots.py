@@ -61,13 +61,13 @@ def _policy_lines(ax, rows: pd.DataFrame, ok: pd.DataFrame) -> None:
             low = (ms - points.get("ms_per_step_ci_low", ms)).fillna(0).clip(lower=0)
             high = (points.get("ms_per_step_ci_high", ms) - ms).fillna(0).clip(lower=0)
             ax.errorbar(points["batch_size"], ms, yerr=[low, high], marker="o", capsize=3,
-                        label=f"{p} (95% CI)", color=color)  # fmt: skip
+                        label=f"{p} (95% CI)", color=color)
         for _, row in rows[(rows["policy"] == p) & ~rows.index.isin(ok.index)].iterrows():
             word = WORDS.get(row["outcome"], str(row["outcome"]))
             ax.text(
                 row["batch_size"], 0.03 + 0.07 * i, word, transform=bottom, color=color,
                 ha="center", fontsize=7,
-            )  # fmt: skip
+            )
 
 
 def _time_axis(ax, rows: pd.DataFrame, ok: pd.DataFrame) -> None:
@@ -134,7 +134,7 @@ def _speedup_lines(ax, rows: pd.DataFrame) -> None:
         high = (hit["speedup_ci_high"] - hit["speedup_vs_baseline"]).fillna(0).clip(lower=0)
         color = palette[p]
         ax.errorbar(hit["batch_size"], hit["speedup_vs_baseline"], yerr=[low, high], marker="o",
-                    capsize=3, label=f"{p} (ours, 95% CI)", color=color)  # fmt: skip
+                    capsize=3, label=f"{p} (ours, 95% CI)", color=color)
 
 
 def speedup_figure(rows: pd.DataFrame, published: pd.DataFrame, title: str) -> bytes:
@@ -147,7 +147,7 @@ def speedup_figure(rows: pd.DataFrame, published: pd.DataFrame, title: str) -> b
         hit = mixed[mixed["speedup_vs_baseline"].notna()]
         ax.plot(hit["batch_size"], hit["speedup_vs_baseline"], linestyle="--", marker=".",
                 color=f"C{6 + i}", alpha=0.8,
-                label=f"{PUBLISHED_MIXED}, {device} (2020)")  # fmt: skip
+                label=f"{PUBLISHED_MIXED}, {device} (2020)")
     ax.axhline(1.0, color="0.4", linewidth=1)
     ax.set_xscale("log", base=2)
     sizes = sorted(int(b) for b in set(rows["batch_size"]) | set(published["batch_size"]))
@@ -171,13 +171,13 @@ def tflops_figure(rows: pd.DataFrame, title: str) -> bytes:
         if mine.empty:
             continue
         ax.plot(mine["batch_size"], mine["achieved_tflops"], marker="o", color=color,
-                label=f"{p} end to end")  # fmt: skip
+                label=f"{p} end to end")
         ax.plot(mine["batch_size"], mine["achieved_tflops_compute"], marker=".", linestyle=":",
-                color=color, label=f"{p} compute only")  # fmt: skip
+                color=color, label=f"{p} compute only")
         peak = mine["peak_tflops"].dropna()
         if not peak.empty:
             ax.axhline(peak.median(), color=color, linestyle="--", linewidth=1,
-                       label=f"{p} calibrated peak")  # fmt: skip
+                       label=f"{p} calibrated peak")
     _batch_axis(ax, rows)
     ax.set_ylabel("TFLOP/s")
     ax.set_title(title, fontsize=10)
@@ -200,7 +200,7 @@ def _stacked_bars(ax, cells: pd.DataFrame, label: str) -> None:
         heights = [float(g.loc[g["op_class"] == cls, "ms_of_step"].sum()) for _, g in bars]
         hatch = "//" if i >= 10 else None  # the tab10 colours run out after ten classes
         ax.bar(range(len(names)), heights, bottom=bottom, label=name, color=f"C{i % 10}",
-               hatch=hatch)  # fmt: skip
+               hatch=hatch)
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     for column, style in (
         ("profiled_ms_per_step", {"marker": "_", "s": 900, "color": "k"}),

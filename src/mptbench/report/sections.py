@@ -117,7 +117,7 @@ def comparison_table(explained: dict) -> dict:
     base, policy = explained["baseline"], explained["policy"]
     unit = "ms of the profiled step"
     head = [cell("class", "text"), cell(base, small=unit), cell(policy, small=unit),
-            cell("difference", small="ms"), cell(f"{base} / {policy}")]  # fmt: skip
+            cell("difference", small="ms"), cell(f"{base} / {policy}")]
     rows = []
     for r in explained["comparison"]["rows"]:
         moved = "faster" if r["delta"] < 0 else "slower" if r["delta"] > 0 else None
@@ -125,7 +125,7 @@ def comparison_table(explained: dict) -> dict:
             cell(r["name"], "text"), cell(f"{r['baseline']:.3g}"), cell(f"{r['policy']:.3g}"),
             cell(f"{r['delta']:+.3g}", moved),
             cell("—" if r["ratio"] is None else f"{r['ratio']:.2f}×"),
-        ])  # fmt: skip
+        ])
     return {"head": head, "rows": rows}
 
 

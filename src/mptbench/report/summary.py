@@ -120,7 +120,7 @@ def row_of(record: dict[str, Any], calibrations: dict) -> dict[str, Any]:
     calibration = calibrations.get(key)
     row["calibration"] = (calibration or {}).get("file")
     elsewhere = hardware_mismatch(record.get("hardware"), (calibration or {}).get("hardware"),
-                                  "its calibration")  # fmt: skip
+                                  "its calibration")
     if elsewhere:  # a peak measured on other hardware holds this cell to nothing
         row["peak_note"] = elsewhere.replace("this job landed on", "this cell ran on")
         return row

@@ -74,7 +74,7 @@ def _speedup_of(row: pd.Series | None) -> dict:
     return speedup_cell(
         row["speedup_vs_baseline"], row.get("speedup_ci_low"), row.get("speedup_ci_high"),
         row.get("speedup_verdict"),
-    )  # fmt: skip
+    )
 
 
 def policy_label(rows: pd.DataFrame, policy: str) -> str:
@@ -121,7 +121,7 @@ def backends_table(rows: pd.DataFrame) -> dict:
 def interleaved(
     tables: dict[str, dict], label: dict, notes: dict[str, dict] | None = None,
     notes_head: dict | None = None,
-) -> dict:  # fmt: skip
+) -> dict:
     """Policy tables (name: policy_table, same columns) in one: rows batch size, then each
     table's name under `label` (and its cell of `notes`), the columns policy_table's."""
     first = next(iter(tables.values()))

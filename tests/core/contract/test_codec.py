@@ -64,7 +64,7 @@ def test_results_keep_their_nested_types():
     )
     assert decode(ProbeResult, _through_json(encode(probe))).points[0].step_s == 0.5
     arm = ArmResult(repeat=0, policy="float32", fingerprint={"host": "h"}, step_s=[0.1, 0.2],
-                    rounds=[0, 1], process="p1")  # fmt: skip
+                    rounds=[0, 1], process="p1")
     result = RepeatResult(process="p1", arms=[arm])
     assert decode(RepeatResult, _through_json(encode(result))) == result
 

@@ -122,6 +122,6 @@ JOB_KINDS: dict[str, type] = {
         EnvironmentJob,
         FitJob,
         ParityJob,
-    )  # fmt: skip
+    )
 }
 

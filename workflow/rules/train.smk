@@ -13,7 +13,11 @@ rule tracking_init:
     conda:
         "../../envs/mptbench.yaml"
     params:
-        tracking=CFG["tracking"],
+        # What the script reads, no more: another tracking setting changed (env_if_set, ui)
+        # would otherwise rerun this rule and, through its output's time, every train job.
+        tracking={
+            k: CFG["tracking"][k] for k in ("uri", "artifact_root", "system_metrics")
+        },
         name=EXPERIMENT,
     script:
         "../scripts/init_tracking.py"
@@ -63,7 +67,8 @@ rule train:
     # processes, so each speedup is measured paired; one record and one MLflow run per cell.
     input:
         prepared=PREPARED,
-        tracking=TRACKING,
+        # The store must exist, not be newer: a recreated store retimes no finished group.
+        tracking=ancient(TRACKING),
         env=layout.VARIANT_ENV,
         model=model_info_of,
         probes=probes_of_group,

@@ -197,12 +197,20 @@ def test_the_budget_stops_timing():
     assert clock.stopped_by == "budget" and len(clock.step_seconds) == 4
 
 
-def test_a_first_timed_step_over_the_limit_stops_there_and_is_kept():
+def test_two_first_timed_steps_over_the_limit_stop_there_and_are_kept():
     time = FakeTime()
     clock = StepClock(1, 100, 5, None, step_limit_s=2.0, now=time)
-    fed = _run(clock, time, [30.0, 2.5, 2.5, 2.5])
-    assert fed == 2 and clock.stopped_by == "over_budget"
-    assert clock.over_budget == 2.5 and clock.step_seconds == [2.5]
+    fed = _run(clock, time, [30.0, 2.75, 2.5, 2.5, 2.5])
+    assert fed == 3 and clock.stopped_by == "over_budget"
+    assert clock.over_budget == 2.5 and clock.step_seconds == [2.75, 2.5]
+
+
+def test_one_slow_first_timed_step_is_an_outlier_not_over_budget():
+    time = FakeTime()
+    clock = StepClock(1, 5, 3, None, step_limit_s=2.0, now=time)
+    fed = _run(clock, time, [30.0, 3.0, 1.5, 1.5, 1.5, 1.5, 1.5])
+    assert clock.over_budget is None and clock.stopped_by == "steps"
+    assert fed == 6 and clock.step_seconds == [3.0, 1.5, 1.5, 1.5, 1.5]
 
 
 def test_warm_up_ends_after_one_step_at_least_once_it_took_warmup_seconds():

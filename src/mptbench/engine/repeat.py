@@ -150,7 +150,8 @@ def _judge(session: Session, arm: Arm) -> None:
     elif clock.over_budget:
         arm.result.outcome = Outcome.OVER_BUDGET
         arm.result.reason = (
-            f"the first timed step took {clock.over_budget:.1f} s > train.max_step_seconds={limit}"
+            f"the first two timed steps took {clock.over_budget:.1f} s or more > "
+            f"train.max_step_seconds={limit}"
         )
     elif not clock.step_seconds:
         raise RuntimeError(

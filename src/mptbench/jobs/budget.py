@@ -5,7 +5,7 @@ per-image cost, so a CPU skips what would take hours and runs everything else.
 A cell is skipped (over_budget) only when that is certain or clearly predicted: a probe step
 at a batch no larger than the cell's already took longer than train.max_step_seconds, or the
 prediction exceeds it by more than the prediction's tolerance. Every other cell runs, and the
-trainer stops one whose first timed step alone is over the limit, recording that step.
+trainer stops one whose first two timed steps are both over the limit, recording them.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from mptbench.core import stats
-from mptbench.report.headline import best, lines
+from mptbench.report.headline import best, headline_lines, lines, metrics_and_tags
 from mptbench.report.summary import summarise
 
 # Per-process log speedups of one cell, 5 processes of which the first 3 were planned.
@@ -90,3 +90,22 @@ def test_a_cell_without_an_interval_is_unjudged():
     top = best(summary)
     assert top.estimate is None and top.verdict is None
     assert "1.05× (no interval), unjudged" in lines(summary)[0]
+
+
+def test_the_headline_and_the_sweeps_tags_open_with_the_answer():
+    """The answer first (the most images per second against the baseline's best), then the
+    best speedup's line; at one batch its interval is the same best of 2's."""
+    summary = _summary(STEIN_LOGS, 1, planned=3)
+    summary["images_per_sec"] = 80.0 * summary["speedup_vs_baseline"]
+    answer, *rest = headline_lines(summary)
+    assert answer.startswith(
+        "m on cpu: keep float32 here: no other policy measurably beats its best, 80 images/s at "
+        "batch 8; the fastest other, best at batch 8, 83.3 images/s, is 1.04× that (95% "
+        "interval 0.98–1.11, widened for the best of 2), no measurable difference; "
+    )
+    assert rest == lines(summary)
+    metrics, tags = metrics_and_tags(summary)
+    assert tags["answer.local.m.cpu"] == answer
+    assert metrics["answer_vs_baseline.local.m.cpu"] == pytest.approx(1.04, abs=0.005)
+    assert metrics["answer_images_per_sec.local.m.cpu"] == 80.0
+    assert "best_speedup.local.m.tensorflow.pypi.cpu" in metrics

@@ -90,6 +90,8 @@ FIELDS: tuple[Field, ...] = (
     F("backend", str, runs_table=True, doc="Keras backend: tensorflow, jax or torch"),
     F("dataset", str),
     F("image_size", int),
+    F("train_examples", int, doc="the training split's size: the prepared data's splits.train"),
+    F("train_epochs", int, "config.train.epochs", doc="train.epochs the cell was run with"),
     F("parameters", int, metric=True, doc="the model's, from the model_info rule"),
     F("builder", str, tag=True, doc="a python model's package.module:function"),
     F("builder_sha256", str, tag=True, doc="the sha256 of the builder's source file"),

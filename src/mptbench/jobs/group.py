@@ -40,6 +40,7 @@ def base_record(run: Run, prepared: dict) -> dict[str, Any]:
         "experiment": run.experiment,
         "dataset": prepared["dataset"],
         "image_size": prepared["image_size"],
+        "train_examples": (prepared.get("splits") or {}).get("train"),
         **encode(run.cell),
         "compute_dtype": run.policy.compute_dtype,
         "baseline": run.policy.baseline,

@@ -1,5 +1,6 @@
 """What a run that ended well prints: where its report is, how to open Snakemake's report and
-the MLflow experiment, and the headline the aggregate wrote (report/headline.py)."""
+the MLflow experiment, and the headline the aggregate wrote (report/headline.py), which opens
+with the answer per machine, model and device (report/answer.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""The headline of a finished run: per device, the best policy's speedup and how many cells
-ran, were over budget or failed. The aggregate writes it beside the report (the terminal prints
-it when a run ends); the sweep's MLflow run keeps it as metrics and tags.
+"""The headline of a finished run: first the answer per machine, model and device (which
+configuration to train with and what it buys: report/answer.py), then per group the best
+policy's speedup at one batch size and how many cells ran, were over budget or failed. The
+aggregate writes it beside the report as headline.txt (the terminal prints it when a run
+ends); the sweep's MLflow run keeps it as metrics and tags.
 
 The best of N cells is a choice, and the best of N cells with no true effect looks faster
 by chance far more often than 1 time in 20: its interval is widened for the choice
@@ -18,6 +20,7 @@ import pandas as pd
 
 from mptbench.core import stats
 from mptbench.core.outcomes import FAILED, Outcome
+from mptbench.report.answer import answer_lines, answers
 from mptbench.report.summary import GROUP_KEYS, groups, is_baseline
 
 
@@ -104,10 +107,29 @@ def lines(summary: pd.DataFrame) -> list[str]:
     return out
 
 
+def answer_metrics_and_tags(summary: pd.DataFrame) -> tuple[dict[str, float], dict[str, str]]:
+    """The answers as the sweep run's tags (`answer.<machine>.<model>.<device>`: the sentence)
+    and metrics (the images/s of the configuration named, and the fastest other policy's
+    throughput over the baseline's best with its interval for the choice)."""
+    metrics, tags = {}, {}
+    for found in answers(summary):
+        key = ".".join(found.where)
+        tags[f"answer.{key}"] = found.sentence
+        if found.chosen is not None:
+            metrics[f"answer_images_per_sec.{key}"] = float(found.chosen["images_per_sec"])
+        if found.estimate is not None:
+            metrics[f"answer_vs_baseline.{key}"] = found.estimate.value
+            if found.estimate.low is not None:
+                metrics[f"answer_vs_baseline_ci_low.{key}"] = found.estimate.low
+                metrics[f"answer_vs_baseline_ci_high.{key}"] = found.estimate.high
+    return metrics, tags
+
+
 def metrics_and_tags(summary: pd.DataFrame) -> tuple[dict[str, float], dict[str, str]]:
     """The headline as the sweep run's metrics (best speedup and its interval for the choice
-    per device, cell counts) and tags (which policy and batch size gave it)."""
-    metrics, tags = {}, {}
+    per device, cell counts; the answers' figures) and tags (which policy and batch size gave
+    it; the answers' sentences)."""
+    metrics, tags = answer_metrics_and_tags(summary)
     for group, rows in groups(summary):
         key = ".".join(group)
         metrics |= {f"cells_{k}.{key}": v for k, v in counts(rows).items()}
@@ -124,9 +146,14 @@ def metrics_and_tags(summary: pd.DataFrame) -> tuple[dict[str, float], dict[str,
 
 
 def headline_lines(summary: pd.DataFrame) -> list[str]:
-    """What a finished run prints after where to look: a line per group, then the models'
-    and the backends' best speedups side by side."""
-    return [*lines(summary), *models_compared(summary), *backends_compared(summary)]
+    """headline.txt, what a finished run prints after where to look: the answers first, then a
+    line per group, then the models' and the backends' best speedups side by side."""
+    return [
+        *answer_lines(summary),
+        *lines(summary),
+        *models_compared(summary),
+        *backends_compared(summary),
+    ]
 
 
 def _words(name: str, top: Best) -> str:

@@ -6,6 +6,7 @@ import pandas as pd
 
 from mptbench.plan.layout import GROUP_DIAGNOSIS, GROUP_TABLE, PUBLISHED_PLOT, group_file
 from mptbench.report import sections
+from mptbench.report.answer import answer_lines
 from mptbench.report.headline import backends_compared, models_compared
 from mptbench.report.machines import machine_facts, machines
 from mptbench.report.summary import GROUP_KEYS
@@ -69,8 +70,9 @@ def render_html(
     ui_url: str | None = None,
     extra: sections.Extra | None = None,
 ) -> str:
-    """The whole index.html: a section per device (its table, plots, where its time went and
-    its diagnosis), the variants, accuracy, the published numbers, every run."""
+    """The whole index.html: the answers first, then a section per device (its table, plots,
+    where its time went and its diagnosis), the variants, accuracy, the published numbers,
+    every run."""
     import markupsafe
 
     unique = sections.unique
@@ -89,6 +91,7 @@ def render_html(
             title=f"Mixed-precision training benchmark: {unique(summary['experiment'])}",
             css=markupsafe.Markup(CSS),  # our own constant, not data
             meta=meta,
+            answers=answer_lines(summary),
             how_to_read=HOW_TO_READ,
             compared=models_compared(summary) + backends_compared(summary),
             groups=sections.all_groups(summary, breakdown, extra),

@@ -1,0 +1,323 @@
+"""The answer the report opens with, per machine, model and device: which configuration to
+train with (policy and batch size, and backend or variant where several ran), what it buys
+over the baseline policy at the baseline's own best batch, and what that is on a whole
+training run. The same sentence opens headline.txt, what the terminal prints when a run ends,
+and is a tag of the sweep's MLflow run.
+
+The configuration is the one with the most images per second (summary.csv's images_per_sec:
+the batch over the mean step) among the cells that ran ok, fit (fits_at_batch, else a batch no
+larger than largest_fit_batch: in the device's memory, or under the search's memory_limit_mb;
+"fit not checked" where no search ran) and learned no worse than the baseline (parity_verdict
+neither diverged, ends higher nor failed; "parity not checked" where no parity run compared
+it). The baseline's figure is its own best among the same cells. Where no other policy
+measurably beats it the answer says to keep the baseline.
+
+The ratio of the two throughputs is one of N x M pairs the answer could have picked (N other
+configurations, M of the baseline's batches), so its interval is Bonferroni's over all those
+pairs, each at 1 - 0.05/(N·M): the pair picked holds 95% of the time however the two were
+picked (report/headline.py's best of N, with both sides chosen). Where the two cells are one
+comparison group (the same batch, timed in turns in the same processes) it is their paired
+speedup's interval (speedup_log_se, speedup_df) so widened; otherwise they ran in different
+processes and the ratio is unpaired: the standard error of its log is the root sum of squares
+of the two cells' ms_per_step_log_se, its degrees of freedom Welch-Satterthwaite's from their
+ms_per_step_df, rounded down. The batch sizes' ratio in it is exact.
+
+A training run is the experiment's train.epochs where that is more than one epoch, else the
+2020 experiment's 20 (a timing run's single epoch is no training run), of train_examples //
+batch steps each (training drops the last partial batch), at the cell's mean step; its range
+is the mean step's own 95% interval.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import pandas as pd
+
+from mptbench.core import stats
+from mptbench.core.outcomes import Outcome
+from mptbench.report.summary import CELL_KEYS, baseline_name, is_baseline
+
+# The 2020 experiment trained 20 epochs (and timed the 20th): a training run, where the
+# experiment's own train.epochs is a timing run's one.
+PUBLISHED_EPOCHS = 20
+# Where an answer is: summary.csv's columns that name it.
+WHERE = ["machine", "model", "device"]
+# What a parity verdict says of a policy that learned worse than the baseline: left out.
+LEARNED_WORSE = {
+    "diverged": "diverged in the parity check",
+    "ends higher": "ended with a higher loss than {baseline} in the parity check",
+    "failed": "failed its parity run",
+}
+LEARNED = {
+    "follows the baseline": "learns as {baseline} does (parity check)",
+    "ends lower": "ended with a lower loss than {baseline} (parity check)",
+    "unclear": "the parity check was unclear",
+}
+SHOWN_LEFT_OUT = 3  # faster cells left out, named; the rest counted
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One machine, model and device: what it says, the configuration it names (`chosen`),
+    the fastest other policy's (`top`) and the baseline's fastest (`base`), and their
+    throughput ratio with its interval for the choice (`estimate`)."""
+
+    where: tuple[str, str, str]
+    sentence: str
+    chosen: pd.Series | None = None
+    top: pd.Series | None = None
+    base: pd.Series | None = None
+    estimate: stats.Estimate | None = None
+
+    @property
+    def verdict(self) -> str | None:
+        return stats.verdict(self.estimate) if self.estimate is not None else None
+
+
+def memory_check(row: pd.Series) -> bool | None:
+    """Whether the cell's batch fit in the fits search (True, False), None where no search
+    covered it."""
+    if pd.notna(row.get("fits_at_batch")):
+        return bool(row["fits_at_batch"])
+    if pd.notna(row.get("largest_fit_batch")):
+        return int(row["batch_size"]) <= int(row["largest_fit_batch"])
+    return None
+
+
+def _within(row: pd.Series) -> str:
+    limit = row.get("memory_limit_mb")
+    return f"under the {int(limit)} MB limit" if pd.notna(limit) else "in the device's memory"
+
+
+def _left_out_why(row: pd.Series, baseline: str) -> str | None:
+    """Why an ok cell is no answer (it does not fit, or learned worse), None where it is one."""
+    if memory_check(row) is False:
+        return f"does not fit {_within(row)}"
+    verdict = row.get("parity_verdict")
+    if isinstance(verdict, str) and verdict in LEARNED_WORSE:
+        return LEARNED_WORSE[verdict].format(baseline=baseline)
+    return None
+
+
+def candidates(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[pd.Series, str]]]:
+    """The cells an answer may be (ran ok with a throughput, fit, learned no worse), and the
+    ok cells left out with why."""
+    baseline = baseline_name(rows) or "the baseline"
+    ran = rows[(rows["outcome"] == Outcome.OK) & (rows["images_per_sec"] > 0)]
+    why = {i: _left_out_why(row, baseline) for i, row in ran.iterrows()}
+    kept = ran.loc[[i for i, w in why.items() if w is None]]
+    left_out = [(ran.loc[i], w) for i, w in why.items() if w is not None]
+    return kept, left_out
+
+
+def _paired(top: pd.Series, base: pd.Series) -> stats.Estimate | None:
+    """The top cell's paired speedup over the baseline, where both are one comparison group."""
+    if any(top[k] != base[k] for k in CELL_KEYS) or pd.isna(top.get("speedup_vs_baseline")):
+        return None
+    value = float(top["speedup_vs_baseline"])
+    if pd.isna(top.get("speedup_log_se")) or pd.isna(top.get("speedup_df")):
+        return stats.Estimate(value, 1, None)
+    df = int(top["speedup_df"])
+    return stats.Estimate(value, df + 1, float(top["speedup_log_se"]), df=df)
+
+
+def _unpaired(top: pd.Series, base: pd.Series) -> stats.Estimate:
+    """top's images/s over base's, two cells timed in different processes: the log ratio's
+    standard error from both cells' ms_per_step_log_se, Welch-Satterthwaite's degrees of
+    freedom from their ms_per_step_df."""
+    value = float(top["images_per_sec"]) / float(base["images_per_sec"])
+    figures = [top.get(c) for c in ("ms_per_step_log_se", "ms_per_step_df")]
+    figures += [base.get(c) for c in ("ms_per_step_log_se", "ms_per_step_df")]
+    if any(pd.isna(f) for f in figures):
+        return stats.Estimate(value, 1, None)
+    se_top, df_top, se_base, df_base = (float(f) for f in figures)
+    v_top, v_base = se_top**2, se_base**2
+    spread = v_top**2 / df_top + v_base**2 / df_base
+    df = (v_top + v_base) ** 2 / spread if spread > 0 else min(df_top, df_base)
+    df = max(1, math.floor(df))
+    return stats.Estimate(value, df + 1, math.sqrt(v_top + v_base), df=df)
+
+
+def throughput_ratio(top: pd.Series, base: pd.Series, pairs: int) -> stats.Estimate:
+    """top's throughput over base's, its interval for the choice of one of `pairs` pairs."""
+    estimate = _paired(top, base) or _unpaired(top, base)
+    return estimate.at(stats.simultaneous(stats.CONFIDENCE, pairs))
+
+
+def training_epochs(rows: pd.DataFrame) -> tuple[int, str]:
+    """(epochs, what they are): train.epochs where more than 1, else the 2020 experiment's."""
+    epochs = rows.get("train_epochs", pd.Series(dtype=float))
+    epochs = pd.to_numeric(epochs, errors="coerce").dropna()
+    if len(epochs) and int(epochs.max()) > 1:
+        return int(epochs.max()), "train.epochs"
+    return PUBLISHED_EPOCHS, "the 2020 experiment's"
+
+
+def _duration(seconds: float, unit: tuple | None = None) -> tuple[str, tuple[str, int, int]]:
+    """The time in s, min or h (the one its size asks for, or `unit`: its name, seconds and
+    decimals), and the unit; one decimal below 10 of it."""
+    if unit is None:
+        name, size = ("s", 1) if seconds < 120 else ("min", 60) if seconds < 7200 else ("h", 3600)
+        unit = (name, size, 1 if seconds / size < 10 else 0)
+    return f"{seconds / unit[1]:.{unit[2]}f}", unit
+
+
+def training_time(row: pd.Series, epochs: int) -> str | None:
+    """'47 min (45–49)': `epochs` epochs of the cell at its mean step and its interval's ends;
+    None without the training split's size."""
+    if pd.isna(row.get("train_examples")):
+        return None
+    steps = epochs * max(1, int(row["train_examples"]) // int(row["batch_size"]))
+    value, unit = _duration(steps * float(row["ms_per_step"]) / 1000)
+    ends = [row.get(c) for c in ("ms_per_step_ci_low", "ms_per_step_ci_high")]
+    if any(pd.isna(e) for e in ends):
+        return f"{value} {unit[0]} (no interval)"
+    low, high = (_duration(steps * float(e) / 1000, unit)[0] for e in ends)
+    return f"{value} {unit[0]} ({low}–{high})"
+
+
+def _ips(value: float) -> str:
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _several(rows: pd.DataFrame) -> list[str]:
+    return [k for k in ("backend", "variant") if rows[k].nunique() > 1]
+
+
+def batch_words(row: pd.Series, rows: pd.DataFrame) -> str:
+    """'batch 256', with its backend and variant where several ran: 'batch 256 on jax'."""
+    named = " · ".join(str(row[k]) for k in _several(rows))
+    return f"batch {int(row['batch_size'])}" + (f" on {named}" if named else "")
+
+
+def configuration(row: pd.Series, rows: pd.DataFrame) -> str:
+    """'mixed_bfloat16 at batch 256', with its backend and variant where several ran."""
+    return f"{row['policy']} at {batch_words(row, rows)}"
+
+
+def _where(key: tuple[str, str, str], several_machines: bool) -> str:
+    machine, model, device = key
+    return f"{model} on {device} of {machine}" if several_machines else f"{model} on {device}"
+
+
+def _interval_words(estimate: stats.Estimate, others: int, bases: int, baseline: str) -> str:
+    if estimate.low is None:
+        return "no interval"
+    shown = f"95% interval {estimate.low:.2f}–{estimate.high:.2f}"
+    chosen = [f"the best of {others}"] if others > 1 else []
+    chosen += [f"{baseline}'s best of {bases}"] if bases > 1 else []
+    return f"{shown}, widened for {' against '.join(chosen)}" if chosen else shown
+
+
+def _memory_words(row: pd.Series) -> str:
+    fits = memory_check(row)
+    return "fit not checked" if fits is None else f"fits {_within(row)}"
+
+
+def _learning_words(row: pd.Series, baseline: str) -> str:
+    verdict = row.get("parity_verdict")
+    if not isinstance(verdict, str) or verdict not in LEARNED:
+        return "parity not checked"
+    return LEARNED[verdict].format(baseline=baseline)
+
+
+def _time_words(rows: pd.DataFrame, shown: list[pd.Series]) -> str:
+    """'20 epochs of imagenette2-320 (the 2020 experiment's): float32 at batch 128 47 min
+    (45–49), mixed_bfloat16 at batch 256 28 min (27–29)'."""
+    epochs, which = training_epochs(rows)
+    times = [(configuration(r, rows), training_time(r, epochs)) for r in shown]
+    if all(t is None for _, t in times):
+        return "a training run's time not known (no train_examples recorded)"
+    dataset = ", ".join(str(d) for d in rows["dataset"].dropna().unique()) or "its dataset"
+    each = ", ".join(f"{name} {t or 'not known'}" for name, t in times)
+    return f"{epochs} epochs of {dataset} ({which}): {each}"
+
+
+def _left_out_words(left_out: list[tuple[pd.Series, str]], above: float, rows) -> str | None:
+    """The cells left out that ran faster than the answer (`above` images/s), fastest first,
+    with why."""
+    faster = sorted(
+        (p for p in left_out if p[0]["images_per_sec"] > above),
+        key=lambda p: -p[0]["images_per_sec"],
+    )
+    if not faster:
+        return None
+    named = [f"{configuration(r, rows)} ({why})" for r, why in faster[:SHOWN_LEFT_OUT]]
+    more = len(faster) - SHOWN_LEFT_OUT
+    label = "faster but left out" if above else "left out"
+    return f"{label}: " + ", ".join(named) + (f" and {more} more" if more > 0 else "")
+
+
+def _judged(key: tuple, rows, kept: pd.DataFrame, baseline: str) -> Answer:
+    """The answer where both the baseline and another policy have candidates: the fastest
+    other against the baseline's fastest."""
+    base_rows, other = kept[is_baseline(kept)], kept[~is_baseline(kept)]
+    top = other.loc[other["images_per_sec"].idxmax()]
+    base = base_rows.loc[base_rows["images_per_sec"].idxmax()]
+    estimate = throughput_ratio(top, base, len(other) * len(base_rows))
+    ratio = f"{estimate.value:.2f}×"
+    interval = _interval_words(estimate, len(other), len(base_rows), baseline)
+    top_ips, base_ips = (_ips(r["images_per_sec"]) for r in (top, base))
+    best = f"{base_ips} images/s at {batch_words(base, rows)}"
+    verdict = stats.verdict(estimate)
+    if verdict in ("faster", None):
+        head = (f"use {configuration(top, rows)}" if verdict == "faster"
+                else f"{configuration(top, rows)} looks fastest but is unjudged")
+        checks = f"{_memory_words(top)}, {_learning_words(top, baseline)}"
+        said = f"{head}: {top_ips} images/s, {ratio} {baseline}'s best, {best} ({interval})"
+        return Answer(key, f"{said}; {checks}", top, top, base, estimate)
+    said = (
+        f"keep {baseline} here: no other policy measurably beats its best, {best}; the fastest "
+        f"other, {configuration(top, rows)}, {top_ips} images/s, is {ratio} that ({interval}), "
+        f"{verdict}"
+    )
+    return Answer(key, f"{said}; {baseline} {_memory_words(base)}", base, top, base, estimate)
+
+
+def _unmatched(key: tuple, rows, kept: pd.DataFrame, baseline: str) -> Answer:
+    """The answer where only one side has candidates: its fastest, nothing to compare."""
+    chosen = kept.loc[kept["images_per_sec"].idxmax()]
+    ips = _ips(chosen["images_per_sec"])
+    if is_baseline(kept).all():
+        said = (f"keep {baseline} here: no other policy ran ok, fit and learned no worse; its "
+                f"best, {ips} images/s at {batch_words(chosen, rows)}")
+        return Answer(key, f"{said}; {baseline} {_memory_words(chosen)}", chosen, base=chosen)
+    said = (f"no {baseline} cell ran ok and fit, so nothing to compare with; the fastest, "
+            f"{configuration(chosen, rows)}, {ips} images/s")
+    checks = f"{_memory_words(chosen)}, {_learning_words(chosen, baseline)}"
+    return Answer(key, f"{said}; {checks}", chosen, top=chosen)
+
+
+def answer_of(key: tuple[str, str, str], rows: pd.DataFrame, several_machines: bool) -> Answer:
+    """The answer for one machine, model and device (every backend and variant it ran)."""
+    where, baseline = _where(key, several_machines), baseline_name(rows) or "the baseline"
+    kept, left_out = candidates(rows)
+    if kept.empty:
+        said = f"{where}: no answer: no cell ran ok, fit and learned no worse than {baseline}"
+        more = _left_out_words(left_out, 0, rows)
+        return Answer(key, said + (f"; {more}" if more else "") + ".")
+    found = (
+        _judged(key, rows, kept, baseline)
+        if is_baseline(kept).any() and not is_baseline(kept).all()
+        else _unmatched(key, rows, kept, baseline)
+    )
+    shown = [r for r in (found.base, found.top) if r is not None]
+    parts = [f"{where}: {found.sentence}", _time_words(rows, shown)]
+    parts += [w for w in [_left_out_words(left_out, found.chosen["images_per_sec"], rows)] if w]
+    return replace(found, sentence="; ".join(parts) + ".")
+
+
+def answers(summary: pd.DataFrame) -> list[Answer]:
+    """One per machine, model and device, in the summary's order."""
+    several = summary["machine"].nunique() > 1
+    return [
+        answer_of(tuple(map(str, key)), rows, several)
+        for key, rows in summary.groupby(WHERE, sort=True)
+    ]
+
+
+def answer_lines(summary: pd.DataFrame) -> list[str]:
+    """The answers' sentences: what the report, headline.txt and the sweep's run open with."""
+    return [a.sentence for a in answers(summary)]

@@ -30,6 +30,7 @@ stopped and ``--report-only`` prints the table again.
     python bench/bench_alone.py                        # the three cells below, ~50 min on 2 cores
     python bench/bench_alone.py --cells seed_convnet:64 --max-minutes 10
     python bench/bench_alone.py --report-only
+    python bench/bench_alone.py --report-only --from-cycle 3   # without the first three cycles
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-cycles", type=int, default=20)
     parser.add_argument("--max-minutes", type=float, default=20.0, help="per cell")
     parser.add_argument("--report-only", action="store_true", help="the kept processes again")
+    parser.add_argument("--from-cycle", type=int, default=0,
+                        help="report the cycles from this one on (a known disturbance before)")
     parser.add_argument("--work", type=Path, default=WORK)
     parser.add_argument("--train-per-class", type=int, default=60)
     # Internal: the pieces that run in fresh processes.
@@ -365,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = _kept(args.work.resolve() / f"{cell.tag}.jsonl")
         else:
             rows = measure(cell, args, lambda s: print(s, flush=True))
+        rows = [r for r in rows if r["cycle"] >= args.from_cycle]
         if rows:
             lines = report_lines(cell, rows)
             print("\n".join(lines), flush=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from mlflow_server import MlflowServer
-from workflow_helpers import MACHINE
+from workflow_helpers import MACHINE, SMOKE_PX
 
 pytestmark = [pytest.mark.slow, pytest.mark.workflow]
 CHROMIUM_ARGS = [
@@ -117,7 +117,7 @@ def test_the_mlflow_ui_shows_the_sweep_with_its_cells(
     first = f"smoke:{MACHINE}/seed_convnet/tensorflow/pypi/cpu/float32/bs4"
     page.get_by_text(first).first.wait_for(timeout=60_000)
     assert page.get_by_text(f"smoke:{MACHINE}/seed_convnet/tensorflow/pypi/cpu/").count() == 4
-    assert page.get_by_text("imagenette2-320-smoke-32px").count() == 4  # the dataset column
+    assert page.get_by_text(f"imagenette2-320-smoke-{SMOKE_PX}px").count() == 4  # dataset column
     page.screenshot(path=str(screenshots / "mlflow_experiment.png"), full_page=True)
     page.goto(
         f"{mlflow_server}/#/experiments/{experiment['experiment_id']}/runs/{parent_id}/artifacts"

@@ -24,6 +24,7 @@ import pytest
 from httpserver import FileServer
 from mlflow_server import MlflowServer
 from workflow_helpers import (
+    SMOKE_PX,
     active_runs,
     copy_workflow,
     one_cell_config,
@@ -213,7 +214,7 @@ def test_two_snakemakes_at_once_in_one_directory(checkout, clean):
 
 
 def test_a_corrupted_shard_is_found_before_a_cell_reads_it(checkout, clean):
-    prepared = checkout / "resources/tfds/imagenette2-320-smoke-32px.json"
+    prepared = checkout / f"resources/tfds/imagenette2-320-smoke-{SMOKE_PX}px.json"
     info = json.loads(prepared.read_text())
     folder = Path(info["data_dir"]) / info["builder"] / info["config"] / info["version"]
     folder = folder if folder.is_absolute() else checkout / folder
@@ -375,13 +376,13 @@ def test_a_full_disk_while_downloading_and_while_building_the_cache(checkout, cl
     with _small_disk(tfds, "96k"):
         done = _data(checkout, "f_full", *remote)
         assert done.returncode != 0
-        log = (checkout / "resources/logs/prepare/full-smoke-32px.log").read_text()
+        log = (checkout / f"resources/logs/prepare/full-smoke-{SMOKE_PX}px.log").read_text()
         (line,) = [x for x in log.splitlines() if x.startswith("error: ")]  # tfds' bars aside
         assert line == (
             "error: disk full while building the cache in resources/tfds: free space there and "
             "rerun (the partial build is in an incomplete.* folder, which no run reads)"
         )
-    assert not (tfds / "full-smoke-32px.json").exists()
+    assert not (tfds / f"full-smoke-{SMOKE_PX}px.json").exists()
     _rerun(checkout, "f_full", *remote)
     _assert_whole(checkout, "f_full", clean)
 

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from workflow_helpers import (
     MACHINE,
+    SMOKE_PX,
     active_runs,
     copy_workflow,
     every_cell_has_an_mfu,
@@ -23,6 +24,7 @@ from workflow_helpers import (
 )
 
 from mptbench.core.opclasses import CLASSES
+from mptbench.plan import compose_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.workflow]
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,14 +67,15 @@ def test_smoke_run_reports_every_cell(smoke):
     assert summary.set_index("policy")["baseline"].to_dict() == {
         "float32": True, "mixed_float16": False}
     assert set(summary["batch_size"]) == {4, 8}
-    # Every figure with its interval, each cell timed in two processes.
+    # Every figure with its interval, each cell timed in train.repeats processes (the smoke's 2).
+    repeats = compose_config(ROOT / "conf", "smoke")["train"]["repeats"]
     assert (summary["ms_per_step_ci_low"] <= summary["ms_per_step"]).all()
     assert (summary["ms_per_step"] <= summary["ms_per_step_ci_high"]).all()
-    assert set(summary["repeats"]) == {3}
+    assert set(summary["repeats"]) == {repeats}
     mixed = summary[summary["policy"] == "mixed_float16"]
     assert mixed["speedup_ci_low"].notna().all() and mixed["speedup_verdict"].notna().all()
-    # Both policies of a batch size took turns in the same three processes: paired.
-    assert mixed["speedup_paired"].all() and set(mixed["speedup_processes"]) == {3}
+    # Both policies of a batch size took turns in the same processes: paired.
+    assert mixed["speedup_paired"].all() and set(mixed["speedup_processes"]) == {repeats}
     assert (summary["input_bound_ratio_ci_low"] <= summary["input_bound_ratio"]).all()
     assert summary["predicted_step_s"].notna().all() and summary["prediction_error"].notna().all()
     html = (smoke / "results/smoke/report/index.html").read_text()
@@ -148,18 +151,19 @@ def test_every_cell_has_its_peak_memory_and_the_report_says_what_fits(smoke):
 def test_the_report_says_whether_each_policy_still_learns(smoke):
     parity = json.loads((smoke / f"results/smoke/parity/{MACHINE}/seed_convnet/tensorflow/pypi/"
                          "cpu/bs8.json").read_text())
-    assert parity["outcome"] == "ok" and parity["steps"] == 50
+    steps = compose_config(ROOT / "conf", "smoke")["train"]["parity_steps"]
+    assert parity["outcome"] == "ok" and parity["steps"] == steps
     runs = {(r["policy"], r["seed"]): r for r in parity["runs"]}
     assert set(runs) == {("float32", 0), ("mixed_float16", 0), ("float32", 1)}
-    assert all(len(r["losses"]) == 50 for r in runs.values())
+    assert all(len(r["losses"]) == steps for r in runs.values())
     mixed = runs[("mixed_float16", 0)]
-    assert len(mixed["loss_scale"]) == 50 and mixed["initial_loss_scale"] == 2.0**15
+    assert len(mixed["loss_scale"]) == steps and mixed["initial_loss_scale"] == 2.0**15
     figures = parity["policies"]["mixed_float16"]
     assert figures["verdict"] in ("follows the baseline", "ends higher", "ends lower")
     assert figures["seed_spread"] > 0 and figures["end_loss"] > 0
     html = (smoke / "results/smoke/report/index.html").read_text()
     section = html.split("<h3>Does it still learn?</h3>", 1)[1].split("</section>", 1)[0]
-    assert "mixed_float16 at batch 8, 50 steps: " in section
+    assert f"mixed_float16 at batch 8, {steps} steps: " in section
     assert "float32&#39;s own seed-to-seed spread" in section and "loss scale 32768" in section
     assert "validation accuracy" in section  # the smoke validates
     summary = pd.read_csv(smoke / "results/smoke/report/summary.csv").set_index(
@@ -223,7 +227,7 @@ def test_smoke_run_logs_one_mlflow_run_per_cell(smoke):
                 "outcome"} <= set(tags) and tags["machine"] == MACHINE
         assert {"logs", "run_record.json", "profile"} <= artifacts
         assert "breakdown_conv_forward_ms" in child.data.metrics
-        assert child.inputs.dataset_inputs[0].dataset.name == "imagenette2-320-smoke-32px"
+        assert child.inputs.dataset_inputs[0].dataset.name == f"imagenette2-320-smoke-{SMOKE_PX}px"
         # What the report worked out, given back to the cell's run by the aggregate job.
         if tags["policy"] == "mixed_float16":
             assert "speedup_vs_baseline" in child.data.metrics and "speedup_verdict" in tags
@@ -274,7 +278,8 @@ def test_config_keys_as_people_type_them(checkout):
     """The plain form README shows first: each --config key a group or a mapping of values."""
     dry = snakemake(
         checkout, "-n", "--config", "experiment=smoke", "policy=[float32,mixed_bfloat16]",
-        "model=mobilenet_v2", "sweep={batch_sizes: [4, 8, 16]}", "name=plain",
+        "model=mobilenet_v2", "sweep={batch_sizes: [4, 8, 16]}", "dataset={image_size: 32}",
+        "name=plain",
     )
     assert dry.returncode == 0, dry.stderr[-3000:]
     out = dry.stdout + dry.stderr

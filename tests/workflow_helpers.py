@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ("Snakefile", "conf", "workflow", "src", "profiles", "envs")
 # This machine's id: the first part of every cell's paths (results/<experiment>/runs/<machine>/).
 MACHINE = machine_id()
+# The try-out's image size, part of its cache's name (imagenette2-320-smoke-16px).
+SMOKE_PX = compose_config(ROOT / "conf", "smoke")["dataset"]["image_size"]
 # One cell, timed once, no probe, no profile: for tests of the pipeline, not of the timing. At
 # the smoke's largest batch, so the smoke run's calibration serves it (warm_copy).
 ONE_CELL = ["model=[seed_convnet]", "backend=[tensorflow]", "policy=[float32]",

@@ -35,13 +35,15 @@ nav ul { display: flex; flex-wrap: wrap; gap: .3rem 1.2rem; padding-left: 1rem; 
 HOW_TO_READ = (
     "Each table is one model on one Keras backend with one variant on one device. Rows are "
     "batch sizes; for each dtype policy a cell gives the milliseconds per training step "
-    "(smaller is faster: the geometric mean of its processes' median steps) with its 95% "
-    "confidence interval beneath it: each cell is timed in train.repeats separate processes "
-    "(more where a speedup's verdict is still open and its interval wider than "
-    "train.precision), and the interval, a t interval over those processes, covers the "
-    'variation between processes as well as within one. "Speedup vs" the baseline policy '
-    "(float32 unless a policy's yaml says otherwise) is the baseline's step over the policy's "
-    "at the same batch size, timed in turns in the same processes, with its own interval: "
+    "(smaller is faster: the geometric mean over its processes of each process's mean step, "
+    "what a training run's wall time follows) with its 95% confidence interval beneath it: "
+    "each cell is timed in train.repeats separate processes (more where a speedup's verdict "
+    "is still open and its interval wider than train.precision), and the interval, a t "
+    "interval over those processes, covers the variation between processes as well as within "
+    'one. "Speedup vs" the baseline policy (float32 unless a policy\'s yaml says otherwise) '
+    "is paired: the policies of a batch size take turns in the same processes, and the "
+    "speedup is the geometric mean over processes of the baseline's round over the policy's "
+    "round, with its own interval (so the two ms/step columns need not divide to it exactly): "
     "faster or slower only where the whole interval is above or below 1, otherwise "
     '"no measurable difference". A cell without a timing says why: '
     "OOM (out of memory, on evidence), killed (killed from outside), over budget (a step is, or"

@@ -1,27 +1,15 @@
 """Which cells a train, probe or fits job stands for, and the Runs it is given."""
 
-from pathlib import Path
-
 import pytest
+from smoke_plan import GROUP, smoke_plan
 
-from mptbench.plan import Cell, ConfigError, compose_config, grid
+from mptbench.plan import Cell, ConfigError
 from mptbench.plan.groups import comparison, fit_run, probe_run, train_runs
-
-CONF = Path(__file__).resolve().parents[2] / "conf"
-GROUP = {
-    "experiment": "smoke",
-    "machine": "box",
-    "model": "seed_convnet",
-    "backend": "tensorflow",
-    "variant": "pypi",
-    "device": "cpu",
-}
 
 
 @pytest.fixture(scope="module")
 def smoke():
-    cfg = compose_config(CONF, "smoke", ["sweep.machine=box"])
-    return cfg, grid(cfg, ["cpu"], ["box"])
+    return smoke_plan()
 
 
 def test_a_train_job_times_one_cell_per_policy_at_its_batch_size(smoke):

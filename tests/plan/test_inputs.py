@@ -1,27 +1,13 @@
 """The files a job waits for: a group's probes and fits searches, a cell's probe, its model's
 description, a build's wheels; and what the report is made of."""
 
-from pathlib import Path
-
 import pytest
+from smoke_plan import GROUP, smoke_plan
 
-from mptbench.plan import compose_config, grid, inputs
+from mptbench.plan import inputs
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
 CELL = "box/seed_convnet/tensorflow/pypi/cpu"
-GROUP = {
-    "experiment": "smoke",
-    "machine": "box",
-    "model": "seed_convnet",
-    "backend": "tensorflow",
-    "variant": "pypi",
-    "device": "cpu",
-}
-
-
-def smoke(*overrides):
-    cfg = compose_config(CONF, "smoke", ["sweep.machine=box", *overrides])
-    return cfg, grid(cfg, ["cpu"], ["box"])
+smoke = smoke_plan
 
 
 @pytest.fixture(scope="module")

@@ -94,14 +94,32 @@ def test_measured_figures_live_in_the_benchmarks_page_alone():
         assert not stated.search(text), f"{page.relative_to(ROOT)} states a measured time"
 
 
-@pytest.mark.slow
-def test_the_site_builds_strictly(tmp_path):
+def _build(root: Path, site: Path) -> subprocess.CompletedProcess:
     mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent))
     if mkdocs is None:
         pytest.fail("mkdocs is not installed: pip install -e '.[docs]'")
-    done = subprocess.run(
-        [mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=ROOT, capture_output=True, text=True, env={"NO_MKDOCS_2_WARNING": "1", "PATH": ""},
+    return subprocess.run(
+        [mkdocs, "build", "--strict", "--site-dir", str(site)],
+        cwd=root, capture_output=True, text=True, env={"NO_MKDOCS_2_WARNING": "1", "PATH": ""},
     )
+
+
+@pytest.mark.slow
+def test_the_site_builds_strictly_and_a_broken_link_fails_it(tmp_path):
+    done = _build(ROOT, tmp_path / "site")
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "site" / "method" / "timing" / "index.html").exists()
+    # The same build as CI's (no --quiet: it hides the warnings, and --strict counts none)
+    # fails on a link to no page, in a copy of the site.
+    ci = (ROOT / ".ci" / "run").read_text()
+    (line,) = [x for x in ci.splitlines() if "mkdocs build" in x]
+    assert "--strict" in line and "--quiet" not in line and " -q" not in line
+    copy = tmp_path / "copy"
+    shutil.copytree(DOCS, copy / "docs", symlinks=True)
+    shutil.copy(ROOT / "mkdocs.yml", copy / "mkdocs.yml")
+    (copy / "bench").mkdir()
+    shutil.copy(ROOT / "bench" / "README.md", copy / "bench" / "README.md")
+    with open(copy / "docs" / "guide" / "variants.md", "a") as page:
+        page.write("\n\nSee [the missing page](missing.md).\n")
+    broken = _build(copy, tmp_path / "broken")
+    assert broken.returncode != 0 and "missing.md" in broken.stdout + broken.stderr

@@ -27,16 +27,27 @@ def fixture_archive(tmp_path_factory) -> dict:
     return make_imagenette_archive(path, train_per_class=3, val_per_class=1, short_side=40)
 
 
-@pytest.fixture(scope="session")
-def prepared32(tmp_path_factory) -> dict:
-    """A tfds cache of 32x32 images (4 train, 2 validation per class), as the prepare rule makes."""
+def _prepared(tmp_path_factory, size: int) -> dict:
     from mptbench.data import cache as dataset
 
-    root = tmp_path_factory.mktemp("prepared32")
+    root = tmp_path_factory.mktemp(f"prepared{size}")
     made = make_imagenette_archive(
         root / "a.tgz", train_per_class=4, val_per_class=2, short_side=40
     )
-    return dataset.prepare(made["path"], "imagenette-test", 32, root / "tfds", log=lambda _: None)
+    return dataset.prepare(made["path"], "imagenette-test", size, root / "tfds", log=lambda _: None)
+
+
+@pytest.fixture(scope="session")
+def prepared32(tmp_path_factory) -> dict:
+    """A tfds cache of 32x32 images (4 train, 2 validation per class), as the prepare rule makes."""
+    return _prepared(tmp_path_factory, 32)
+
+
+@pytest.fixture(scope="session")
+def prepared16(tmp_path_factory) -> dict:
+    """The same at 16x16, the smoke's size: where mixed_float16 trains on a CPU, which emulates
+    float16 at a cost that grows with the pixels."""
+    return _prepared(tmp_path_factory, 16)
 
 
 @pytest.fixture

@@ -59,10 +59,10 @@ def _group(policies, **model):
 
 
 @pytest.mark.slow
-def test_a_huge_initial_loss_scale_is_recorded_as_skipped_steps(tmp_path, prepared32):
+def test_a_huge_initial_loss_scale_is_recorded_as_skipped_steps(tmp_path, prepared16):
     base, mixed = _group(["float32", "mixed_float16"])
     mixed = replace(mixed, policy=replace(mixed.policy, initial_loss_scale=2.0**40))
-    (tmp_path / "p.json").write_text(json.dumps(prepared32))
+    (tmp_path / "p.json").write_text(json.dumps(prepared16))
     found = parity(sys.executable, [base, mixed], str(tmp_path / "p.json"),
                    str(tmp_path / "parity.json"), steps=40)
     figures = found["policies"]["mixed_float16"]
@@ -75,9 +75,9 @@ def test_a_huge_initial_loss_scale_is_recorded_as_skipped_steps(tmp_path, prepar
 
 
 @pytest.mark.slow
-def test_a_learning_rate_that_overflows_float16_is_reported_as_diverging(tmp_path, prepared32):
+def test_a_learning_rate_that_overflows_float16_is_reported_as_diverging(tmp_path, prepared16):
     runs = _group(["float32", "mixed_float16"], optimizer="sgd", learning_rate=1e4)
-    (tmp_path / "p.json").write_text(json.dumps(prepared32))
+    (tmp_path / "p.json").write_text(json.dumps(prepared16))
     found = parity(sys.executable, runs, str(tmp_path / "p.json"), str(tmp_path / "parity.json"),
                    steps=30)
     figures = found["policies"]["mixed_float16"]

@@ -48,9 +48,9 @@ def _job(tmp_path, prepared, tracking, policies=("float32",), **train):
 
 
 def test_a_group_is_timed_in_turns_in_repeats_and_logged_as_one_mlflow_run_per_cell(
-    tmp_path, prepared32, tracking
+    tmp_path, prepared16, tracking
 ):
-    command, record = _job(tmp_path, prepared32, tracking, ("float32", "mixed_float16"),
+    command, record = _job(tmp_path, prepared16, tracking, ("float32", "mixed_float16"),
                            repeats=2, max_repeats=2, epochs=2, steps_per_epoch=4,
                            warmup_steps=2, timed_steps=6, min_timed_steps=3)
     command += ["--profile-dir", str(tmp_path / "p32"), str(tmp_path / "p16")]

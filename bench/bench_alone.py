@@ -338,9 +338,10 @@ def measure(cell: Cell, args, log) -> list[dict]:
             else:
                 got = [alone_process(run_files[what], prepared, env,
                                      folder / f"alone-{what}-{cycle}.log")]
+            got = [row | {"cycle": cycle} for row in got]
             with open(kept, "a") as sink:
                 for row in got:
-                    sink.write(json.dumps(row | {"cycle": cycle}) + "\n")
+                    sink.write(json.dumps(row) + "\n")
             rows.extend(got)
             got_cycle.extend(got)
         cycle += 1

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from workflow_helpers import (
     MACHINE,
+    SMOKE,
     SMOKE_PX,
     active_runs,
     copy_workflow,
@@ -24,7 +25,6 @@ from workflow_helpers import (
 )
 
 from mptbench.core.opclasses import CLASSES
-from mptbench.plan import compose_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.workflow]
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,7 +68,7 @@ def test_smoke_run_reports_every_cell(smoke):
         "float32": True, "mixed_float16": False}
     assert set(summary["batch_size"]) == {4, 8}
     # Every figure with its interval, each cell timed in train.repeats processes (the smoke's 2).
-    repeats = compose_config(ROOT / "conf", "smoke")["train"]["repeats"]
+    repeats = SMOKE["train"]["repeats"]
     assert (summary["ms_per_step_ci_low"] <= summary["ms_per_step"]).all()
     assert (summary["ms_per_step"] <= summary["ms_per_step_ci_high"]).all()
     assert set(summary["repeats"]) == {repeats}
@@ -151,7 +151,7 @@ def test_every_cell_has_its_peak_memory_and_the_report_says_what_fits(smoke):
 def test_the_report_says_whether_each_policy_still_learns(smoke):
     parity = json.loads((smoke / f"results/smoke/parity/{MACHINE}/seed_convnet/tensorflow/pypi/"
                          "cpu/bs8.json").read_text())
-    steps = compose_config(ROOT / "conf", "smoke")["train"]["parity_steps"]
+    steps = SMOKE["train"]["parity_steps"]
     assert parity["outcome"] == "ok" and parity["steps"] == steps
     runs = {(r["policy"], r["seed"]): r for r in parity["runs"]}
     assert set(runs) == {("float32", 0), ("mixed_float16", 0), ("float32", 1)}

@@ -22,8 +22,10 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ("Snakefile", "conf", "workflow", "src", "profiles", "envs")
 # This machine's id: the first part of every cell's paths (results/<experiment>/runs/<machine>/).
 MACHINE = machine_id()
-# The try-out's image size, part of its cache's name (imagenette2-320-smoke-16px).
-SMOKE_PX = compose_config(ROOT / "conf", "smoke")["dataset"]["image_size"]
+# The try-out's composed config, and its image size: part of its cache's name
+# (imagenette2-320-smoke-16px).
+SMOKE = compose_config(ROOT / "conf", "smoke")
+SMOKE_PX = SMOKE["dataset"]["image_size"]
 # One cell, timed once, no probe, no profile: for tests of the pipeline, not of the timing. At
 # the smoke's largest batch, so the smoke run's calibration serves it (warm_copy).
 ONE_CELL = ["model=[seed_convnet]", "backend=[tensorflow]", "policy=[float32]",
@@ -34,8 +36,7 @@ ONE_CELL = ["model=[seed_convnet]", "backend=[tensorflow]", "policy=[float32]",
 
 def smoke_cell_run(policy="float32", batch_size=8, model="seed_convnet", **train):
     """The Run of a smoke cell on TensorFlow, with train settings changed."""
-    cfg = compose_config(ROOT / "conf", "smoke")
-    run = run_config(cfg, Cell("local", model, "tensorflow", "pypi", "cpu", policy, batch_size))
+    run = run_config(SMOKE, Cell("local", model, "tensorflow", "pypi", "cpu", policy, batch_size))
     return replace(run, train=replace(run.train, **train))
 
 

@@ -147,8 +147,27 @@ def _engine_job_kind(job_file: Path) -> str | None:
 
 
 def every_cell_has_an_mfu(summary) -> None:
-    """Every ok cell holds an MFU of at most 1: the calibration covers the model's own
-    convolutions, so no cell outruns its peak ("calibration too low")."""
+    """No printed MFU is above 1, and every ok cell of a dtype the device runs natively holds
+    one: the calibration covers the model's own convolutions, so no such cell outruns its peak
+    ("calibration too low"). A dtype the device emulates (float16 on most CPUs) runs at its
+    emulation's rate in the cell and in the calibration alike, so its peak is no ceiling with a
+    margin: one suite run on a shared 2-core host read such cells at 0.67-2.1x a peak timed in
+    a 4 s window at another moment. There the cell holds an MFU or says its calibration was too
+    low; its peak is still measured."""
     ok = summary[summary["outcome"] == "ok"]
-    assert (ok["mfu"].gt(0) & ok["mfu"].le(1)).all(), ok[["model", "policy", "mfu", "peak_note"]]
-    assert ok["peak_note"].isna().all() and ok["peak_tflops"].gt(0).all()
+    assert ok["peak_tflops"].gt(0).all(), ok[["model", "policy", "peak_tflops"]]
+    printed = ok["mfu"].dropna()
+    assert (printed.gt(0) & printed.le(1)).all(), ok[["model", "policy", "mfu"]]
+    fast = {"float32": True, "float16": False, "bfloat16": False}
+    native = ok.apply(
+        lambda row: fast.get(row["compute_dtype"]) or bool(row.get(f"fast_{row['compute_dtype']}")),
+        axis=1,
+    ).astype(bool)
+    held = ok[native]
+    assert len(held), "no cell of a natively run dtype to hold to its peak"
+    assert held["mfu"].notna().all() and held["peak_note"].isna().all(), held[
+        ["model", "policy", "mfu", "peak_note"]]
+    emulated = ok[~native]
+    too_low = emulated["peak_note"].astype("string").str.startswith("calibration too low")
+    assert (emulated["mfu"].notna() | too_low.fillna(False)).all(), emulated[
+        ["model", "policy", "mfu", "peak_note"]]

@@ -143,6 +143,7 @@ def test_each_target_runs_on_the_nodes_of_its_feature(smoke, cluster):
                "elsewhere: {constraint: mptbench_kind_b}}")
     overrides = ('overrides=["name=smoke_targets","policy=[float32]","sweep.batch_sizes=[8]",'
                  '"train.repeats=1","train.max_repeats=1","sweep.fit_search=false",'
+                 '"train.max_step_seconds=null","train.profile_steps=0",'
                  f'"train.parity_steps=0","{targets}"]')
     done = _snakemake_slurm(checkout, cluster, "experiment=smoke", overrides, timeout=300)
     output = done.stdout + done.stderr

@@ -50,3 +50,18 @@ def test_a_job_on_other_hardware_than_its_probe_fails_naming_both(monkeypatch):
     said = str(info.value)
     assert said.startswith("this job landed on intel-xeon-gold-6248-") and "\n" not in said
     assert f"but its probe ran on {probe['id']}" in said
+
+
+def test_steal_time_is_read_as_a_share_of_the_machines_cpu_between_two_readings(tmp_path):
+    """/proc/stat's first line: user nice system idle iowait irq softirq steal guest ..."""
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 50 800 10 0 0 40 0 0\ncpu0 50 0 25 400 5 0 0 20 0 0\n")
+    before = hardware.cpu_ticks(str(stat))
+    assert before == (40, 1000)
+    stat.write_text("cpu  130 0 60 830 10 0 0 70 0 0\n")  # 100 ticks later, 30 of them stolen
+    assert hardware.stolen_percent(before, hardware.cpu_ticks(str(stat))) == 30.0
+    assert hardware.stolen_percent(before, before) is None  # no tick between
+    stat.write_text("cpu  100 0 50 800 10 0 0\n")  # a kernel that does not count steal
+    assert hardware.cpu_ticks(str(stat)) is None
+    assert hardware.cpu_ticks(str(tmp_path / "missing")) is None
+    assert hardware.stolen_percent(None, before) is None

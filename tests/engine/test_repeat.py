@@ -72,6 +72,20 @@ def test_a_twin_runs_only_where_the_input_alone_could_set_the_pace(
         assert "no synthetic twin" in result.twin_note and "at most 1.0" in result.twin_note
 
 
+def test_a_repeat_records_the_cpu_the_hypervisor_took_while_its_arms_trained(
+    tf, prepared32, monkeypatch
+):
+    from mptbench.core import hardware
+
+    readings = iter([(1_000, 10_000), (1_250, 11_000)])  # before and after: 250 of 1000 ticks
+    monkeypatch.setattr(hardware, "cpu_ticks", lambda: next(readings))
+    run = smoke_run(epochs=1, steps_per_epoch=4, warmup_steps=1, timed_steps=3,
+                    min_timed_steps=3, validate=False, synthetic_twin=False)
+    runs = [run, replace(run, policy=Policy("float32_copy", "float32"))]
+    arms = _group(tf, runs, prepared32).arms
+    assert [a.measured["cpu_stolen_pct"] for a in arms] == [25.0, 25.0]
+
+
 def test_timed_steps_account_for_the_timed_wall_time(tf, prepared32):
     run = smoke_run(batch_size=16, epochs=2, steps_per_epoch=6, warmup_steps=2, timed_steps=10,
                min_timed_steps=10, synthetic_twin=False)

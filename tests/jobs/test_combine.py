@@ -88,6 +88,23 @@ def test_what_each_repeat_measured_is_kept_and_the_cell_has_its_median_over_ok_r
     assert "input_ms_per_batch" not in record and record["repeats"][0]["input_ms_per_batch"] is None
 
 
+def test_a_cell_says_the_most_cpu_any_of_its_ok_processes_lost_to_the_hypervisor():
+    repeats = [_repeat(i, [0.1, 0.1]) for i in range(3)]
+    repeats.append(_repeat(3, [30.0], outcome="over_budget", reason="slow"))
+    for r, stolen in zip(repeats, (1.0, 31.0, 2.0, 60.0), strict=True):
+        r.measured = {"cpu_stolen_pct": stolen}
+    record = {}
+    combine(record, repeats, batch_size=8)
+    assert [r["cpu_stolen_pct"] for r in record["repeats"]] == [1.0, 31.0, 2.0, 60.0]
+    assert record["cpu_stolen_pct"] == 2.0 and record["cpu_stolen_pct_most"] == 31.0
+    record = {}
+    combine(record, repeats[:1] + [_repeat(1, [0.1, 0.1])], batch_size=8)
+    assert record["cpu_stolen_pct_most"] == 1.0  # a process that could not read it says nothing
+    record = {}
+    combine(record, [_repeat(0, [0.1, 0.1])], batch_size=8)
+    assert "cpu_stolen_pct_most" not in record
+
+
 def test_a_repeat_that_did_not_end_ok_decides_the_outcome_and_keeps_its_step():
     repeats = [
         _repeat(0, [0.10, 0.10]),

@@ -113,6 +113,29 @@ def identity(device: str) -> dict[str, Any]:
     return {"id": found, "name": name, "host": socket.gethostname()}
 
 
+def cpu_ticks(stat: str = "/proc/stat") -> tuple[int, int] | None:
+    """(stolen, all) CPU ticks of this machine since boot, from /proc/stat's first line. On a
+    virtual machine "stolen" (steal time) is time its virtual CPUs were ready to run and the
+    hypervisor ran something else: a neighbour's load, invisible to the guest's own counters.
+    None where there is no /proc/stat (not Linux)."""
+    try:
+        with open(stat) as lines:
+            fields = [int(v) for v in lines.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    if len(fields) < 8:
+        return None
+    return fields[7], sum(fields)
+
+
+def stolen_percent(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """The share of the machine's CPU time, in percent, the hypervisor took between two
+    cpu_ticks() readings; None without both or with no tick between them."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return 100 * (after[0] - before[0]) / (after[1] - before[1])
+
+
 class Mismatch(Exception):
     """A job landed on hardware other than what its sibling measurements ran on (one line)."""
 

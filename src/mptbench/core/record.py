@@ -255,6 +255,15 @@ FIELDS: tuple[Field, ...] = (
     M("prediction_error", float, metric=True, doc="predicted / measured step - 1"),
     F("duration_s", float, metric=True),
     M("trainer_cpu_percent", float, metric=True, doc="cores the trainer kept busy, median"),
+    M(
+        "cpu_stolen_pct",
+        float,
+        per_repeat=True,
+        metric=True,
+        doc="percent of the machine's CPU time the hypervisor gave to others while the arms "
+        "trained (steal time, /proc/stat): 0 on bare metal",
+    ),
+    M("cpu_stolen_pct_most", float, metric=True, doc="the most any of its processes lost"),
     F("started_at", str),
     F("tensorflow", str, "fingerprint.tensorflow"),
     F("keras", str, "fingerprint.keras"),

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mptbench.core import stats
+from mptbench.core import hardware, stats
 from mptbench.core.contract import ArmResult, Profiled, RepeatJob, RepeatResult, Run
 from mptbench.core.outcomes import Outcome
 from mptbench.engine import feed, timing
@@ -134,7 +134,13 @@ def _real(session: Session, arms: list[Arm], prepared: dict, job: RepeatJob) -> 
         arm.clock = _clock(run)
         fit = fit_length(run, prepared["splits"]["train"])
         fits[arm.name] = dict(x=train_ds, validation_data=val_ds, verbose=run.train.verbose, **fit)
+    ticks = hardware.cpu_ticks()
     in_turns(arms, fits, {a.name: a.clock for a in arms}, job.progress)
+    # What neighbours on the same host took while the arms trained (the report says so).
+    stolen = hardware.stolen_percent(ticks, hardware.cpu_ticks())
+    if stolen is not None:
+        for arm in arms:
+            arm.result.measured["cpu_stolen_pct"] = stolen
 
 
 def _judge(session: Session, arm: Arm) -> None:

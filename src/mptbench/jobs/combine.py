@@ -138,6 +138,9 @@ def combine(record: dict[str, Any], repeats: list[ArmResult], batch_size: int) -
         record.update(step_figures([r.synthetic_step_s for r in twins], "synthetic_ms_per_step"))
         record.update(_input_bound(twins))
     record.update(repeat_medians(ok))
+    stolen = [r.measured["cpu_stolen_pct"] for r in ok if "cpu_stolen_pct" in r.measured]
+    if stolen:
+        record["cpu_stolen_pct_most"] = max(stolen)
     record.update(_input_bound_most(ok))
     if ok:
         _rates(record)

@@ -15,6 +15,7 @@ import pandas as pd
 from mptbench.core.outcomes import WORDS, Outcome
 from mptbench.report.causes import why
 from mptbench.report.summary import baseline_name, compared, is_baseline
+from mptbench.report.thresholds import STOLEN_NOTABLE
 from mptbench.report.wording import batches, dtype_of, speedup_text
 
 
@@ -103,6 +104,24 @@ def outcome_sentences(rows: pd.DataFrame) -> list[str]:
     return sentences
 
 
+def stolen_sentence(rows: pd.DataFrame) -> str | None:
+    """Where a neighbour on a shared host took CPU from the cells' processes (steal time): the
+    most any process lost, and what that does to the figures."""
+    if "cpu_stolen_pct_most" not in rows:
+        return None
+    hit = rows[rows["cpu_stolen_pct_most"] >= STOLEN_NOTABLE]
+    if hit.empty:
+        return None
+    cells = "; ".join(f"{p} at batch {batches(g)}" for p, g in hit.groupby("policy"))
+    return (
+        f"The hypervisor gave up to {hit['cpu_stolen_pct_most'].max():.0f}% of this machine's "
+        f"CPU to other guests while {cells} trained (cpu_stolen_pct_most): their ms/step and "
+        "images/s are slower than this machine's own, and a neighbour's load that comes and goes "
+        "moves their speedups too (bench/bench_alone.py measured it); rerun them on a quieter "
+        "host before quoting them."
+    )
+
+
 def memory_sentences(rows: pd.DataFrame) -> list[str]:
     base_oom = set(rows[is_baseline(rows) & (rows["outcome"] == Outcome.OOM)]["batch_size"])
     sentences = []
@@ -123,4 +142,6 @@ def diagnose(rows: pd.DataFrame) -> list[str]:
         sentences.append(speedup_sentence(rows, policy))
         slow = _slow_hardware_sentence(rows, policy)
         sentences += [slow] if slow else []
-    return sentences + outcome_sentences(rows) + why(rows) + memory_sentences(rows)
+    stolen = stolen_sentence(rows)
+    return (sentences + outcome_sentences(rows) + ([stolen] if stolen else []) + why(rows)
+            + memory_sentences(rows))

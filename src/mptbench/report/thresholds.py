@@ -15,6 +15,12 @@ from mptbench.core.stats import INPUT_BOUND  # noqa: F401
 # calibration (a few percent) from deciding.
 FAST_RATIO = 1.3
 
+# A cell is said to have lost CPU to the hypervisor (steal time) where one of its processes lost
+# at least this percent of the machine's: below it, a few percent of a shared host's noise, of
+# the size a timed step spreads anyway; at it, the cell's ms/step is that much slower than the
+# machine's own, which an interval over processes that all lost it cannot show.
+STOLEN_NOTABLE = 5.0
+
 # How far a probe's predicted step may be from the measured one before the report calls the
 # prediction off; the budget's tolerance (train/budget.py) is the same 30%.
 PREDICTION_OFF = 0.3

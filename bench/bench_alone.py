@@ -13,21 +13,32 @@ processes can see it. This benchmark can: for each cell it interleaves, in fresh
   one process per policy,
 
 in the order group, float32, other, then other, float32, group (ABBA), cycle after cycle, until
-the alone speedup's 95% interval is within ±--precision (after --min-cycles) or --max-minutes
-per cell run out. Per cell it prints
+the alone speedup's 95% interval is within ±--precision and the ratio's within
+±--ratio-precision (after --min-cycles), or --max-minutes per cell run out. Per cell it prints
 
 - each policy's group ms/step over its alone ms/step (the mean timed step per process, a Welch
   t interval over processes on logs; the median too), and
 - the group's speedup as the pipeline reports it (paired rounds, core/stats.py) over the alone
-  speedup (the ratio of the alone processes' geometric mean steps), with a Welch interval.
+  speedup (the ratio of the alone processes' geometric mean steps), with a Welch interval;
+- each of these paired by cycle too: per cycle, the figure from that cycle's processes alone
+  (they ran back to back), then a t interval over cycles. Where the host's own speed wanders
+  from one minute to the next, as shared 2-core machines' does, that wander is most of the
+  Welch intervals' width; pairing takes it out, and the ABBA order takes out a steady drift
+  within a cycle. What stays is each process's own noise, which is what a user's run has.
 
-The goal (issue 28): for the seed convnet, with the alone speedup within ±3%, the ratio's
-interval within 0.97-1.03 holding 1, each policy's group ms/step within 1.03x of alone.
+Each process also records the share of the CPU the hypervisor took while it ran (steal time,
+/proc/stat): on a shared virtual machine a neighbour's burst can take a third of it for
+minutes, and a cycle with such a process compares a fast host with a slow one. Cycles in which
+any process lost more than --max-steal percent are left out of every figure, and the report
+says which.
+
+The goal: for the seed convnet, with the alone speedup within ±3%, the ratio's interval within
+0.97-1.03 holding 1, each policy's group ms/step within 1.03x of alone.
 
 Every process's steps are kept in bench/.work/alone/<cell>.jsonl, so a rerun goes on where it
 stopped and ``--report-only`` prints the table again.
 
-    python bench/bench_alone.py                        # the three cells below, ~50 min on 2 cores
+    python bench/bench_alone.py                        # the three cells below, up to 60 min
     python bench/bench_alone.py --cells seed_convnet:64 --max-minutes 10
     python bench/bench_alone.py --report-only
     python bench/bench_alone.py --report-only --from-cycle 3   # without the first three cycles
@@ -95,12 +106,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--precision", type=float, default=GOAL,
                         help="stop once the alone speedup is known to within this")
+    parser.add_argument("--ratio-precision", type=float, default=GOAL / 2,
+                        help="and the group/alone ratio to within this (a ratio within half the "
+                             "goal of 1 then lies within the goal)")
+    parser.add_argument("--max-steal", type=float, default=5.0,
+                        help="leave out cycles in which a process lost more than this percent "
+                             "of the CPU to the hypervisor (steal time, /proc/stat)")
     parser.add_argument("--min-cycles", type=int, default=4)
     parser.add_argument("--max-cycles", type=int, default=20)
     parser.add_argument("--max-minutes", type=float, default=20.0, help="per cell")
     parser.add_argument("--report-only", action="store_true", help="the kept processes again")
     parser.add_argument("--from-cycle", type=int, default=0,
-                        help="report the cycles from this one on (a known disturbance before)")
+                        help="leave out the first N cycles (a known disturbance then)")
     parser.add_argument("--work", type=Path, default=WORK)
     parser.add_argument("--train-per-class", type=int, default=60)
     # Internal: the pieces that run in fresh processes.
@@ -224,6 +241,40 @@ def _timed(rows: list[dict], policy: str):
             if r["kind"] == "group" and r["policy"] == policy]
 
 
+def _by_cycle(rows: list[dict], kind: str, policy: str) -> dict[int, float]:
+    """Per cycle, the log of that process's mean timed step."""
+    return {r["cycle"]: math.log(statistics.fmean(r["step_s"])) for r in rows
+            if r["kind"] == kind and r["policy"] == policy and len(r["step_s"])}
+
+
+def _group_log_speedups(rows: list[dict], policy: str) -> dict[int, float]:
+    """Per cycle, the group process's own paired log speedup of `policy` over the baseline
+    (round by round, core/stats.py), as the pipeline computes it for one process."""
+    from mptbench.core import stats
+
+    arms = {(r["cycle"], r["policy"]): r for r in rows if r["kind"] == "group"}
+    out = {}
+    for (cycle, name), row in arms.items():
+        base = arms.get((cycle, BASELINE))
+        if name != policy or base is None:
+            continue
+        figure = stats.paired_log_ratio(stats.round_medians(base["step_s"], base["rounds"]),
+                                        stats.round_medians(row["step_s"], row["rounds"]))
+        if figure is not None:
+            out[cycle] = figure
+    return out
+
+
+def _paired(first: dict[int, float], second: dict[int, float]):
+    """exp(mean over cycles of first - second), a t interval over the cycles both have: the
+    processes of one cycle ran back to back, so what the host's speed did between cycles
+    cancels (the ABBA order cancels a steady drift within them)."""
+    from mptbench.core import stats
+
+    cycles = sorted(set(first) & set(second))
+    return stats.of_logs([first[c] - second[c] for c in cycles]) if cycles else None
+
+
 def figures(rows: list[dict], cell: Cell) -> dict:
     """The cell's group-over-alone figures from its kept processes: per policy its step (mean
     and median) in the group over alone; per other policy its speedup in each and their
@@ -238,6 +289,8 @@ def figures(rows: list[dict], cell: Cell) -> dict:
             "median": _welch(_steps(rows, "group", policy, statistics.median),
                              _steps(rows, "alone", policy, statistics.median))
             if group and alone else None,
+            "mean_by_cycle": _paired(_by_cycle(rows, "group", policy),
+                                     _by_cycle(rows, "alone", policy)),
         }
     base_alone = _steps(rows, "alone", BASELINE, statistics.fmean)
     for policy in cell.others:
@@ -246,7 +299,13 @@ def figures(rows: list[dict], cell: Cell) -> dict:
         mine = _steps(rows, "alone", policy, statistics.fmean)
         group = stats.paired_speedup(_timed(rows, BASELINE), _timed(rows, policy))
         alone = _welch(base_alone, mine) if base_alone and mine else None
-        out[policy] |= {"group_speedup": group, "alone_speedup": alone}
+        alone_logs = {c: b - o for c, b in _by_cycle(rows, "alone", BASELINE).items()
+                      if (o := _by_cycle(rows, "alone", policy).get(c)) is not None}
+        out[policy] |= {"group_speedup": group, "alone_speedup": alone,
+                        "alone_by_cycle": stats.of_logs(list(alone_logs.values()))
+                        if alone_logs else None,
+                        "ratio_by_cycle": _paired(_group_log_speedups(rows, policy),
+                                                  alone_logs)}
         if group is not None and alone is not None:
             out[policy]["ratio"] = _ratio_of(group, alone)
     return out
@@ -277,34 +336,49 @@ def report_lines(cell: Cell, rows: list[dict]) -> list[str]:
         p = f[policy]
         lines.append(
             f"  {policy:<15} ms/step group {p['group_ms']:8.1f}, alone {p['alone_ms']:8.1f}; "
-            f"group/alone: mean {_interval(p['mean'])}, median {_interval(p['median'])}"
+            f"group/alone: mean {_interval(p['mean'])}, median {_interval(p['median'])}, "
+            f"mean by cycle {_interval(p['mean_by_cycle'])}"
         )
     for policy in cell.others:
         p = f[policy]
         alone = p["alone_speedup"]
-        width = f" (±{100 * alone.half_width:.1f}%)" if alone and alone.half_width else ""
         lines.append(f"  {policy} speedup: group {_interval(p['group_speedup'])}, alone "
-                     f"{_interval(alone)}{width}")
+                     f"{_interval(alone)}{_width(alone)}")
+        lines.append(f"  {policy} alone speedup by cycle {_interval(p['alone_by_cycle'])}"
+                     f"{_width(p['alone_by_cycle'])}")
         if "ratio" in p:
             lines.append(f"  {policy} group speedup / alone speedup {_interval(p['ratio'])}: "
                          f"{_within(p['ratio'], GOAL)}")
+        lines.append(f"  {policy} group speedup / alone speedup by cycle "
+                     f"{_interval(p['ratio_by_cycle'])}{_width(p['ratio_by_cycle'])}: "
+                     f"{_within(p['ratio_by_cycle'], GOAL)}")
     return lines
+
+
+def _width(e) -> str:
+    return f" (±{100 * e.half_width:.1f}%)" if e is not None and e.half_width else ""
 
 
 # ---------------------------------------------------------------- the driver
 
 
-def _settled(rows: list[dict], cell: Cell, precision: float) -> bool:
-    """Every alone speedup known to within `precision`."""
+def _settled(rows: list[dict], cell: Cell, precision: float, ratio_precision: float) -> bool:
+    """Every alone speedup known to within `precision` and every group/alone ratio to within
+    `ratio_precision`, both paired by cycle. The rule reads widths only, never where an
+    estimate lies, so stopping on it does not bias the estimate."""
     found = figures(rows, cell)
-    widths = [(found[p]["alone_speedup"] or None) for p in cell.others]
-    return all(w is not None and w.half_width is not None and w.half_width <= precision
-               for w in widths)
+
+    def narrow(e, goal: float) -> bool:
+        return e is not None and e.half_width is not None and e.half_width <= goal
+
+    return all(narrow(found[p]["alone_by_cycle"], precision)
+               and narrow(found[p]["ratio_by_cycle"], ratio_precision) for p in cell.others)
 
 
 def measure(cell: Cell, args, log) -> list[dict]:
     from bench_overhead import job_env, setup
 
+    from mptbench.core import hardware
     from mptbench.core.contract import encode
     from mptbench.jobs.trainer import Trainer
 
@@ -325,7 +399,9 @@ def measure(cell: Cell, args, log) -> list[dict]:
     started = time.monotonic()
     cycle = len(_steps(rows, "group", BASELINE, len))
     while cycle < args.max_cycles:
-        if cycle >= args.min_cycles and _settled(rows, cell, args.precision):
+        quiet, _ = quiet_cycles(rows, args.max_steal)
+        if len({r["cycle"] for r in quiet}) >= args.min_cycles and _settled(
+                quiet, cell, args.precision, args.ratio_precision):
             break
         if time.monotonic() - started > 60 * args.max_minutes:
             log(f"  {cell.tag}: --max-minutes={args.max_minutes} ran out after {cycle} cycles")
@@ -333,12 +409,14 @@ def measure(cell: Cell, args, log) -> list[dict]:
         order = ["group", *cell.policies]
         got_cycle = []
         for what in order if cycle % 2 == 0 else order[::-1]:
+            ticks = hardware.cpu_ticks()
             if what == "group":
                 got = group_process(trainer, prepared, runs, cycle % runs[0].train.repeats)
             else:
                 got = [alone_process(run_files[what], prepared, env,
                                      folder / f"alone-{what}-{cycle}.log")]
-            got = [row | {"cycle": cycle} for row in got]
+            stolen = hardware.stolen_percent(ticks, hardware.cpu_ticks())
+            got = [row | {"cycle": cycle, "stolen_pct": stolen} for row in got]
             with open(kept, "a") as sink:
                 for row in got:
                     sink.write(json.dumps(row) + "\n")
@@ -347,8 +425,27 @@ def measure(cell: Cell, args, log) -> list[dict]:
         cycle += 1
         log(f"  cycle {cycle}: " + ", ".join(
             f"{r['kind']} {r['policy']} {1000 * statistics.fmean(r['step_s']):.1f} ms"
-            for r in got_cycle) + f" ({time.monotonic() - started:.0f} s)")
+            f"{_stolen(r)}" for r in got_cycle) + f" ({time.monotonic() - started:.0f} s)")
     return rows
+
+
+def _stolen(row: dict) -> str:
+    stolen = row.get("stolen_pct")
+    return f" (stolen {stolen:.0f}%)" if stolen is not None else ""
+
+
+def quiet_cycles(rows: list[dict], max_steal: float) -> tuple[list[dict], dict[int, float]]:
+    """The rows of cycles in which no process lost more than `max_steal` of the CPU to the
+    hypervisor, and the cycles left out with the most any of their processes lost. A process
+    that lost a share of the machine ran that much slower than its neighbours in the cycle, so
+    its cycle's pairs compare a fast host with a slow one. Rows kept from before steal was
+    read stay in."""
+    worst: dict[int, float] = {}
+    for r in rows:
+        if r.get("stolen_pct") is not None:
+            worst[r["cycle"]] = max(worst.get(r["cycle"], 0.0), r["stolen_pct"])
+    out = {c: w for c, w in worst.items() if w > max_steal}
+    return [r for r in rows if r["cycle"] not in out], out
 
 
 def _kept(path: Path) -> list[dict]:
@@ -369,9 +466,15 @@ def main(argv: list[str] | None = None) -> int:
             rows = _kept(args.work.resolve() / f"{cell.tag}.jsonl")
         else:
             rows = measure(cell, args, lambda s: print(s, flush=True))
-        rows = [r for r in rows if r["cycle"] >= args.from_cycle]
+        rows, noisy = quiet_cycles([r for r in rows if r["cycle"] >= args.from_cycle],
+                                   args.max_steal)
         if rows:
             lines = report_lines(cell, rows)
+            if noisy:
+                lines.insert(1, f"  left out: {len(noisy)} cycle(s) in which a process lost more "
+                                f"than {args.max_steal:g}% of the CPU to the hypervisor ("
+                                + ", ".join(f"cycle {c + 1} {w:.0f}%"
+                                            for c, w in sorted(noisy.items())) + ")")
             print("\n".join(lines), flush=True)
             out += lines
     print("\n" + "\n".join(out))

@@ -3,7 +3,9 @@
 Runs `snakemake --cores N` on a copy of this checkout with the default experiment, reading a
 synthetic archive in Imagenette-320's exact layout and size (bench_data.py's, built once and
 reused) instead of the real download. Prints the wall time, the outcome of every cell and its
-ms/step, and writes them to <workdir>/bench_grid_last_run.json.
+ms/step, and the share of the machine's CPU the hypervisor gave to other guests meanwhile
+(steal time: two runs compare only where both were quiet), and writes them to
+<workdir>/bench_grid_last_run.json.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def cells(results: Path) -> list[dict]:
         rows.append({
             k: record.get(k)
             for k in ("variant", "device", "policy", "batch_size", "outcome", "ms_per_step",
-                      "predicted_step_s", "duration_s")
+                      "predicted_step_s", "duration_s", "cpu_stolen_pct_most")
         })
     return rows
 
@@ -69,16 +71,23 @@ def main(argv: list[str] | None = None) -> int:
         config,
     ]
     print("+ " + " ".join(command), flush=True)
+    from mptbench.core import hardware
+
+    ticks = hardware.cpu_ticks()
     started = time.monotonic()
     done = subprocess.run(command, cwd=target, capture_output=True, text=True)
     wall = time.monotonic() - started
+    stolen = hardware.stolen_percent(ticks, hardware.cpu_ticks())
     (args.workdir / "snakemake.log").write_text(done.stdout + done.stderr)
     rows = cells(target / "results" / "benchmark")
     for row in rows:
         print(json.dumps(row))
     print(f"default grid: {wall / 60:.1f} min wall time, exit code {done.returncode}, "
-          f"{sum(r['outcome'] == 'ok' for r in rows)} of {len(rows)} cells ok")
-    result = {"wall_s": wall, "returncode": done.returncode, "cells": rows}
+          f"{sum(r['outcome'] == 'ok' for r in rows)} of {len(rows)} cells ok; the hypervisor "
+          f"took {'-' if stolen is None else f'{stolen:.1f}%'} of the machine's CPU meanwhile "
+          "(steal time: a run on a quieter host is that much shorter)")
+    result = {"wall_s": wall, "returncode": done.returncode, "cpu_stolen_pct": stolen,
+              "cells": rows}
     (args.workdir / "bench_grid_last_run.json").write_text(json.dumps(result, indent=2) + "\n")
     return 0
 

@@ -265,14 +265,18 @@ def _group_log_speedups(rows: list[dict], policy: str) -> dict[int, float]:
     return out
 
 
-def _paired(first: dict[int, float], second: dict[int, float]):
-    """exp(mean over cycles of first - second), a t interval over the cycles both have: the
-    processes of one cycle ran back to back, so what the host's speed did between cycles
-    cancels (the ABBA order cancels a steady drift within them)."""
+def _differences(first: dict[int, float], second: dict[int, float]) -> dict[int, float]:
+    """Per cycle both have, first - second: the processes of one cycle ran back to back, so
+    what the host's speed did between cycles cancels (the ABBA order cancels a steady drift
+    within them)."""
+    return {c: first[c] - second[c] for c in sorted(set(first) & set(second))}
+
+
+def _paired(logs: dict[int, float]):
+    """exp(mean over cycles) of per-cycle log figures, with a t interval over the cycles."""
     from mptbench.core import stats
 
-    cycles = sorted(set(first) & set(second))
-    return stats.of_logs([first[c] - second[c] for c in cycles]) if cycles else None
+    return stats.of_logs(list(logs.values())) if logs else None
 
 
 def figures(rows: list[dict], cell: Cell) -> dict:
@@ -289,23 +293,22 @@ def figures(rows: list[dict], cell: Cell) -> dict:
             "median": _welch(_steps(rows, "group", policy, statistics.median),
                              _steps(rows, "alone", policy, statistics.median))
             if group and alone else None,
-            "mean_by_cycle": _paired(_by_cycle(rows, "group", policy),
-                                     _by_cycle(rows, "alone", policy)),
+            "mean_by_cycle": _paired(_differences(_by_cycle(rows, "group", policy),
+                                                  _by_cycle(rows, "alone", policy))),
         }
     base_alone = _steps(rows, "alone", BASELINE, statistics.fmean)
+    base_by_cycle = _by_cycle(rows, "alone", BASELINE)
     for policy in cell.others:
         from mptbench.core import stats
 
         mine = _steps(rows, "alone", policy, statistics.fmean)
         group = stats.paired_speedup(_timed(rows, BASELINE), _timed(rows, policy))
         alone = _welch(base_alone, mine) if base_alone and mine else None
-        alone_logs = {c: b - o for c, b in _by_cycle(rows, "alone", BASELINE).items()
-                      if (o := _by_cycle(rows, "alone", policy).get(c)) is not None}
+        alone_logs = _differences(base_by_cycle, _by_cycle(rows, "alone", policy))
         out[policy] |= {"group_speedup": group, "alone_speedup": alone,
-                        "alone_by_cycle": stats.of_logs(list(alone_logs.values()))
-                        if alone_logs else None,
-                        "ratio_by_cycle": _paired(_group_log_speedups(rows, policy),
-                                                  alone_logs)}
+                        "alone_by_cycle": _paired(alone_logs),
+                        "ratio_by_cycle": _paired(_differences(_group_log_speedups(rows, policy),
+                                                               alone_logs))}
         if group is not None and alone is not None:
             out[policy]["ratio"] = _ratio_of(group, alone)
     return out

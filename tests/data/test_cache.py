@@ -52,6 +52,13 @@ def test_second_prepare_is_a_no_op(prepared, archive):
     assert _files(prepared["data_dir"]) == before
 
 
+def test_a_config_naming_other_classes_stops_before_building(archive, tmp_path):
+    with pytest.raises(DatasetError, match="10 classes, but dataset.num_classes is 12"):
+        dataset.prepare(archive["path"], "imagenette-test", 24, tmp_path / "tfds",
+                        log=lambda _: None, num_classes=12)
+    assert not list((tmp_path / "tfds").rglob("*.tfrecord*"))
+
+
 def test_another_size_builds_a_new_cache_beside_the_old(prepared, archive):
     other = dataset.prepare(
         archive["path"], "imagenette-test", 16, prepared["data_dir"], log=lambda _: None

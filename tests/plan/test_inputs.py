@@ -43,6 +43,14 @@ def test_a_models_description_is_per_model_config_and_image_size(cfg):
     assert path.startswith("results/models/seed_convnet/") and path.endswith(".json")
     larger, _ = smoke("dataset.image_size=64")
     assert inputs.model_info(larger, {"model": "seed_convnet"}) != path
+    # The smoke's config gives its data's shape: the description waits for no cache.
+    assert inputs.model_info_data(cfg) == []
+
+
+def test_a_description_of_a_folders_model_waits_for_its_cache():
+    folder = {"name": "image-folder", "builder": "image_folder", "image_size": 32,
+              "num_classes": None}
+    assert inputs.model_info_data({"dataset": folder}) == ["resources/tfds/image-folder-32px.json"]
 
 
 def test_only_a_variant_built_here_waits_for_the_build(cfg):

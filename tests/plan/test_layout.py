@@ -5,19 +5,29 @@ from pathlib import Path
 from mptbench.plan import Cell, layout
 
 ROOT = Path(__file__).resolve().parents[2]
-DATASET = {"name": "imagenette2-320-smoke", "image_size": 32}
+DATASET = {"name": "imagenette2-320-smoke", "image_size": 32, "num_classes": 10}
 
 
 def cell(device, policy="float32", batch_size=4):
     return Cell("box", "seed_convnet", "tensorflow", "pypi", device, policy, batch_size)
 
 
-def test_a_models_description_is_named_after_its_config_and_data():
+def test_a_models_description_is_named_after_its_config_and_datas_shape():
     model = {"kind": "layers"}
     path = layout.model_info("seed_convnet", model, DATASET)
     assert path == f"results/models/seed_convnet/{layout.model_key(model, DATASET)}.json"
-    larger = {**DATASET, "image_size": 64}
-    assert layout.model_info("seed_convnet", model, larger) != path
+    for other in ({"image_size": 64}, {"num_classes": 100}):
+        assert layout.model_info("seed_convnet", model, {**DATASET, **other}) != path
+    assert layout.model_info("seed_convnet", {"kind": "application"}, DATASET) != path
+    # Another dataset of the same shape (a mirror, another Imagenette) shares it.
+    assert layout.model_info("seed_convnet", model, {**DATASET, "name": "mirror"}) == path
+
+
+def test_a_folder_of_images_keys_its_models_on_its_cache():
+    folder = {"name": "my-images", "image_size": 32, "num_classes": None}
+    path = layout.model_info("seed_convnet", {"kind": "layers"}, folder)
+    renamed = layout.model_info("seed_convnet", {"kind": "layers"}, {**folder, "name": "b"})
+    assert path != renamed
 
 
 def test_each_group_shows_its_files_under_its_own_category():

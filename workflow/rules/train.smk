@@ -26,8 +26,9 @@ rule tracking_init:
 rule model_info:
     # That the model builds (a user's builder too), its size and its FLOPs per example,
     # counted by the framework: once per model, before any of its cells.
+    # It reads the data's shape from the config, or from the cache where only that knows it.
     input:
-        prepared=PREPARED,
+        prepared=inputs.model_info_data(CFG),
     output:
         layout.MODEL_INFO,
     log:
@@ -36,6 +37,7 @@ rule model_info:
         "../../envs/mptbench.yaml"
     params:
         model=model_of,
+        shape=layout.model_data(DATASET),
     script:
         "../scripts/model_info.py"
 

@@ -9,9 +9,13 @@ from mptbench.jobs.model_info import describe_model
 
 
 def work():
-    prepared = read_json(snakemake.input.prepared)
+    if snakemake.input.prepared:
+        prepared = read_json(snakemake.input.prepared[0])
+        size, classes = prepared["image_size"], len(prepared["classes"])
+    else:
+        size, classes = snakemake.params.shape["image_size"], snakemake.params.shape["num_classes"]
     model = decode(ModelConfig, snakemake.params.model)
-    describe_model(model, prepared["image_size"], len(prepared["classes"]), snakemake.output[0])
+    describe_model(model, size, classes, snakemake.output[0])
 
 
 run(snakemake, work, (EngineFailed,))

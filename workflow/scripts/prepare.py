@@ -16,6 +16,7 @@ def work():
     info = prepare(
         snakemake.input.archive, params.name, params.image_size, params.data_dir,
         threads=snakemake.threads, kind=params.builder, source=params.url,
+        num_classes=params.dataset.get("num_classes"),
     )
     write_json(snakemake.output.info, info)
 

@@ -49,13 +49,20 @@ def prepare(
     threads: int | None = None,
     kind: str = "imagenette",
     source: str | None = None,
+    num_classes: int | None = None,
 ) -> dict:
     """Build the cache (a no-op when it exists); return what the train jobs need to read it.
 
-    `source` is where the archive came from (its URL), recorded with the cache's digest."""
+    `source` is where the archive came from (its URL), recorded with the cache's digest.
+    `num_classes`, where the config gives it, must be what the archive holds: a model's
+    description is counted from the config's (plan/layout.py model_data)."""
     tfds = tfds_offline()
     started = time.monotonic()
     classes = spec_of(kind).classes(archive)
+    if num_classes and len(classes) != num_classes:
+        raise DatasetError(
+            f"{archive}: {len(classes)} classes, but dataset.num_classes is {num_classes}"
+        )
     b = builder_for(kind, archive, dataset_name, image_size, data_dir, threads, classes)
     log(f"preparing {b.name}/{b.builder_config.name}/{b.version} in {data_dir}")
     try:

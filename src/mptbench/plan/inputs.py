@@ -21,6 +21,13 @@ def model_info(cfg: dict[str, Any], wildcards: Wildcards) -> str:
     return layout.model_info(name, cfg["model"][name], cfg["dataset"])
 
 
+def model_info_data(cfg: dict[str, Any]) -> list[str]:
+    """What a model's description reads besides its config: nothing where the config gives the
+    data's shape (layout.model_data), else the prepared cache, whose classes only it knows."""
+    dataset = cfg["dataset"]
+    return [] if isinstance(layout.model_data(dataset), dict) else [layout.prepared(dataset)]
+
+
 def _per_policy(pattern: str, cfg: dict[str, Any], wildcards: Wildcards) -> list[str]:
     axes = {k: wildcards[k] for k in _PER_POLICY}
     return [pattern.format(**axes, policy=policy) for policy in cfg["policy"]]

@@ -135,9 +135,19 @@ def model_info(name: str, model: dict[str, Any], dataset: dict[str, Any]) -> str
 
 def model_key(model: dict[str, Any], dataset: dict[str, Any]) -> str:
     """What a model's description depends on, as 12 hex digits: its configuration and the
-    prepared data it takes (the cache's dataset and image size)."""
-    facts = {"model": model, "data": dataset_key(dataset)}
+    shape of what it takes (image size and classes). Two datasets of one shape (a mirror of
+    Imagenette, imagenette2-160 and -320 at one size) share it, and the calibration that times
+    the model's convolutions with it; a folder of images, whose classes only its cache knows,
+    keys on that cache."""
+    facts = {"model": model, "data": model_data(dataset)}
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def model_data(dataset: dict[str, Any]) -> dict[str, int] | str:
+    """The shape of a dataset's examples where its config gives it, else its cache's name."""
+    if dataset.get("num_classes"):
+        return {"image_size": dataset["image_size"], "num_classes": dataset["num_classes"]}
+    return dataset_key(dataset)
 
 
 def calibration_key(

@@ -118,3 +118,30 @@ def test_tensorflow_names_only_a_missing_kernel_unsupported():
     assert classify(tf, other) is None
     assert classify(tf, tf.errors.ResourceExhaustedError(None, None, "OOM"))[0] == "oom"
     assert classify(tf, ValueError("anything")) is None
+
+
+STARTS_WITHOUT_SKLEARN = """
+import sys
+from mptbench.engine.backends import start
+start(sys.argv[1])
+print("after start:", "sklearn" in sys.modules)
+import sklearn
+from sklearn.base import BaseEstimator
+print("then:", sklearn.__name__, BaseEstimator.__name__)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_a_backend_starts_without_scikit_learn_and_a_builder_can_still_import_it(backend):
+    """Keras imports scikit-learn for wrappers no job uses (about 1 s of every engine start on
+    2 cores); the engine's start skips it, and code run after it can import it as usual."""
+    if not backends.backend(backend).installed():
+        pytest.skip(f"{backend} is not installed here")
+    done = subprocess.run(
+        [sys.executable, "-c", STARTS_WITHOUT_SKLEARN, backend], capture_output=True, text=True,
+        timeout=120, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "after start: False" in done.stdout
+    assert "then: sklearn BaseEstimator" in done.stdout

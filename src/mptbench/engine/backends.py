@@ -17,7 +17,7 @@ from typing import Any
 from mptbench.core.cells import BACKENDS as NAMES
 from mptbench.core.devices import Device, visible_gpus
 from mptbench.core.outcomes import Outcome, first_line
-from mptbench.engine.environment import import_tensorflow
+from mptbench.engine.environment import import_tensorflow, without_sklearn
 
 
 class GpuMissing(RuntimeError):
@@ -41,8 +41,9 @@ class Backend:
                 f"KERAS_BACKEND={os.environ['KERAS_BACKEND']} but this cell runs on {self.name}"
             )
         os.environ["KERAS_BACKEND"] = self.name
-        framework = importlib.import_module(self.module)
-        import keras
+        with without_sklearn():
+            framework = importlib.import_module(self.module)
+            import keras
 
         if keras.backend.backend() != self.name:
             raise RuntimeError(f"Keras started on {keras.backend.backend()}, not on {self.name}")

@@ -3,6 +3,7 @@ and read what its C++ start-up lines say about this build."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -12,6 +13,23 @@ from typing import Any
 from mptbench.core.contract import EnvironmentFacts
 
 GUARD = re.compile(r"To enable the following instructions: ([A-Z0-9_ ,]+?), in other operations")
+
+
+@contextlib.contextmanager
+def without_sklearn():
+    """Keras, while it is imported, goes without scikit-learn. Keras imports it for its
+    scikit-learn wrappers, which no job uses: about 1 s of a 5-6 s start on 2 cores, in every
+    engine process (bench/README.md). Keras defines the wrappers without it when the import
+    fails, which a None in sys.modules makes it do; afterwards scikit-learn imports again as
+    usual (a user's model builder may want it)."""
+    blocked = "sklearn" not in sys.modules
+    if blocked:
+        sys.modules["sklearn"] = None
+    try:
+        yield
+    finally:
+        if blocked and "sklearn" in sys.modules and sys.modules["sklearn"] is None:
+            del sys.modules["sklearn"]
 
 
 def import_tensorflow() -> tuple[Any, Any, dict[str, Any]]:
@@ -25,8 +43,9 @@ def import_tensorflow() -> tuple[Any, Any, dict[str, Any]]:
     with tempfile.TemporaryFile() as captured:
         os.dup2(captured.fileno(), 2)
         try:
-            import keras
-            import tensorflow as tf
+            with without_sklearn():
+                import keras
+                import tensorflow as tf
 
             tf.config.list_physical_devices()  # device discovery logs here, not at import
         finally:

@@ -13,6 +13,7 @@ import os
 
 from mptbench.core.contract import DescribeJob, ModelConfig, ModelInfo
 from mptbench.engine import flops
+from mptbench.engine.environment import without_sklearn
 from mptbench.engine.networks import builder_source, make_network
 
 
@@ -90,7 +91,8 @@ def describe(job: DescribeJob) -> ModelInfo:
     build (a builder that cannot be imported, raises, or returns something else)."""
     if counter() == "jax":
         os.environ.setdefault("KERAS_BACKEND", "jax")
-    import keras
+    with without_sklearn():
+        import keras
 
     keras.mixed_precision.set_global_policy("float32")
     model_cfg, input_shape = job.model, (job.image_size, job.image_size, 3)

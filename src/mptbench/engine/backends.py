@@ -17,7 +17,7 @@ from typing import Any
 from mptbench.core.cells import BACKENDS as NAMES
 from mptbench.core.devices import Device, visible_gpus
 from mptbench.core.outcomes import Outcome, first_line
-from mptbench.engine.environment import import_tensorflow, without_sklearn
+from mptbench.engine.environment import UNUSED_BY_KERAS, import_tensorflow, skipping
 
 
 class GpuMissing(RuntimeError):
@@ -41,7 +41,7 @@ class Backend:
                 f"KERAS_BACKEND={os.environ['KERAS_BACKEND']} but this cell runs on {self.name}"
             )
         os.environ["KERAS_BACKEND"] = self.name
-        with without_sklearn():
+        with skipping(*UNUSED_BY_KERAS):
             framework = importlib.import_module(self.module)
             import keras
 

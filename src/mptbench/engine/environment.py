@@ -15,21 +15,29 @@ from mptbench.core.contract import EnvironmentFacts
 GUARD = re.compile(r"To enable the following instructions: ([A-Z0-9_ ,]+?), in other operations")
 
 
+# What Keras imports at start for a feature no engine job uses, each behind a guard that
+# leaves the feature out when the import fails: scikit-learn (Keras' scikit-learn wrappers),
+# pandas (fitting on a DataFrame) and matplotlib (its image gallery). Together about 1.5-2 s of
+# a 5-7 s start on 2 cores, in every engine process (bench/README.md).
+UNUSED_BY_KERAS = ("sklearn", "pandas", "matplotlib")
+# TensorFlow's lite converter imports JAX where it is installed, for a jit it only tries.
+UNUSED_BY_TENSORFLOW = ("jax",)
+
+
 @contextlib.contextmanager
-def without_sklearn():
-    """Keras, while it is imported, goes without scikit-learn. Keras imports it for its
-    scikit-learn wrappers, which no job uses: about 1 s of a 5-6 s start on 2 cores, in every
-    engine process (bench/README.md). Keras defines the wrappers without it when the import
-    fails, which a None in sys.modules makes it do; afterwards scikit-learn imports again as
-    usual (a user's model builder may want it)."""
-    blocked = "sklearn" not in sys.modules
-    if blocked:
-        sys.modules["sklearn"] = None
+def skipping(*modules: str):
+    """Keras and TensorFlow, while they are imported, go without `modules` (those not already
+    imported): a None in sys.modules makes each guarded import fail. Afterwards they import again
+    as usual (a user's model builder may want scikit-learn or pandas)."""
+    blocked = [name for name in modules if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None
     try:
         yield
     finally:
-        if blocked and "sklearn" in sys.modules and sys.modules["sklearn"] is None:
-            del sys.modules["sklearn"]
+        for name in blocked:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
 
 
 def import_tensorflow() -> tuple[Any, Any, dict[str, Any]]:
@@ -43,7 +51,7 @@ def import_tensorflow() -> tuple[Any, Any, dict[str, Any]]:
     with tempfile.TemporaryFile() as captured:
         os.dup2(captured.fileno(), 2)
         try:
-            with without_sklearn():
+            with skipping(*UNUSED_BY_KERAS, *UNUSED_BY_TENSORFLOW):
                 import keras
                 import tensorflow as tf
 

@@ -13,7 +13,7 @@ import os
 
 from mptbench.core.contract import DescribeJob, ModelConfig, ModelInfo
 from mptbench.engine import flops
-from mptbench.engine.environment import without_sklearn
+from mptbench.engine.environment import UNUSED_BY_KERAS, UNUSED_BY_TENSORFLOW, skipping
 from mptbench.engine.networks import builder_source, make_network
 
 
@@ -89,9 +89,10 @@ def conv_layers(keras, network) -> list[dict]:
 def describe(job: DescribeJob) -> ModelInfo:
     """Build the network in float32 and count it. Raises ModelError for a model that does not
     build (a builder that cannot be imported, raises, or returns something else)."""
-    if counter() == "jax":
+    on_jax = counter() == "jax"
+    if on_jax:
         os.environ.setdefault("KERAS_BACKEND", "jax")
-    with without_sklearn():
+    with skipping(*UNUSED_BY_KERAS, *(() if on_jax else UNUSED_BY_TENSORFLOW)):
         import keras
 
     keras.mixed_precision.set_global_policy("float32")

@@ -28,7 +28,7 @@ def test_variants_run_side_by_side_with_their_own_settings(tmp_path_factory, war
              for word in out.replace(",", " ").split()
              if "/runs/" in word and word.endswith("bs8.json")}
     assert cells == {
-        "seed_convnet/jax/pypi", "mobilenet_v2/jax/pypi", "seed_convnet/tensorflow/pypi",
+        "seed_convnet/jax/pypi", "seed_convnet/tensorflow/pypi",
         "seed_convnet/tensorflow/pypi_onednn", "seed_convnet/tensorflow/pypi_xla",
         "mobilenet_v2/tensorflow/pypi", "mobilenet_v2/tensorflow/pypi_onednn",
         "mobilenet_v2/tensorflow/pypi_xla",

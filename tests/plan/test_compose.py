@@ -17,6 +17,7 @@ from mptbench.plan import (
     left_out,
     machines,
     pairs,
+    params,
     parse_overrides,
     run_config,
     workflow_overrides,
@@ -88,9 +89,11 @@ def test_smoke_experiment_is_small_and_offline():
 def test_smoke_backends_adds_a_model_and_a_backend_to_the_smoke():
     cfg = compose_config(CONF, "smoke_backends")
     cells = grid(cfg, expand_devices(cfg, gpus=[]))
-    assert len(cells) == 8  # 2 models x 2 backends x 2 policies x 1 batch size
-    assert {c.model for c in cells} == {"seed_convnet", "mobilenet_v2"}
-    assert {c.backend for c in cells} == {"tensorflow", "jax"}
+    # The seed convnet on two backends, MobileNetV2 on TensorFlow; 2 policies x 1 batch size.
+    assert len(cells) == 6
+    assert {(c.model, c.backend) for c in cells} == {
+        ("seed_convnet", "tensorflow"), ("seed_convnet", "jax"), ("mobilenet_v2", "tensorflow")
+    }
     # The smoke's archive, at the 32 px MobileNetV2 takes (the smoke's own is smaller).
     assert cfg["dataset"] == {**compose_config(CONF, "smoke")["dataset"], "image_size": 32}
 
@@ -230,6 +233,41 @@ def test_tensorflow_only_variants_pair_with_tensorflow_alone_and_say_so():
     assert jax_cell in cells
     run = run_config(cfg, jax_cell)
     assert run.backend.name == "jax" and run.cell.backend == "jax"
+
+
+def test_a_model_runs_on_the_backends_it_lists_and_its_runs_never_see_the_list():
+    both = ["backend=[tensorflow,jax]", "model=[seed_convnet,mobilenet_v2]",
+            "dataset.image_size=32"]
+    plain = compose_config(CONF, None, both)
+    cfg = compose_config(CONF, None, [*both, "+model.mobilenet_v2.backends=[tensorflow]"])
+    assert left_out(cfg) == ["model mobilenet_v2 runs on tensorflow only: no jax cells with it"]
+    cells = grid(cfg, ["cpu"], ["box"])
+    assert {(c.model, c.backend) for c in cells} == {
+        ("seed_convnet", "tensorflow"), ("seed_convnet", "jax"), ("mobilenet_v2", "tensorflow")
+    }
+    assert len(cells) == 3 * 3 * 5
+    # Listing backends changes no run of the model and not its description.
+    cell = Cell("box", "mobilenet_v2", "tensorflow", "pypi", "cpu", "float32", 32)
+    assert run_config(cfg, cell) == run_config(plain, cell)
+    assert "backends" not in encode(run_config(cfg, cell))["model"]
+    assert params.description(cfg, "mobilenet_v2") == params.description(plain, "mobilenet_v2")
+    # A model on none of the backends asked for would have no cells: one line before any job.
+    with pytest.raises(ConfigError) as info:
+        compose_config(CONF, None, ["+model.seed_convnet.backends=[jax]"])
+    assert str(info.value) == (
+        "model.seed_convnet.backends: jax, none of the backends asked for with a variant "
+        "(tensorflow): no cells"
+    )
+    with pytest.raises(ConfigError) as info:
+        compose_config(CONF, None, ["+model.seed_convnet.backends=[tensorflw]"])
+    assert "model.seed_convnet.backends" in str(info.value) and "tensorflow" in str(info.value)
+    # Without the + Hydra knows no such key; the line says how to add it.
+    with pytest.raises(ConfigError) as info:
+        compose_config(CONF, None, ["model.seed_convnet.backends=[tensorflow]"])
+    assert str(info.value) == (
+        "override of 'model.seed_convnet.backends': a setting its yaml leaves out; add it with a "
+        "leading + (+model.seed_convnet.backends=...)"
+    )
 
 
 def test_a_misspelt_backend_is_named_with_the_allowed_ones():

@@ -10,7 +10,7 @@ from typing import Any
 
 from mptbench.core.cells import Cell
 from mptbench.core.devices import Device
-from mptbench.plan import layout
+from mptbench.plan import layout, params
 from mptbench.plan.errors import ConfigError
 from mptbench.plan.params import Wildcards
 
@@ -26,7 +26,7 @@ def _calibrated(cells: list[Cell], wildcards: Wildcards) -> list[Cell]:
 def models(cfg: dict[str, Any], cells: list[Cell], wildcards: Wildcards) -> list[str]:
     """The descriptions of the models a backend and variant's cells on a device train."""
     names = sorted({c.model for c in _calibrated(cells, wildcards)})
-    return [layout.model_info(name, cfg["model"][name], cfg["dataset"]) for name in names]
+    return [params.description(cfg, name) for name in names]
 
 
 def batch(cells: list[Cell], wildcards: Wildcards) -> int:

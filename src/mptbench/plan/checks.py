@@ -10,7 +10,7 @@ from mptbench.core.policies import Policy
 from mptbench.data.builder import DatasetError
 from mptbench.data.image_folder import class_names
 from mptbench.plan.errors import ConfigError
-from mptbench.plan.grid import pairs
+from mptbench.plan.grid import model_backends, pairs
 
 # keras.applications' own lower bound on image height and width (the networks built here
 # take their input shape without pretrained weights).
@@ -77,7 +77,8 @@ def _fits(name: str, model: dict[str, Any], image_size: int) -> None:
 
 
 def _backends(cfg: dict[str, Any]) -> None:
-    """Each backend asked for is installed, and pairs with at least one variant."""
+    """Each backend asked for is installed, pairs with at least one variant, and each model
+    runs on one of them."""
     for name, facts in cfg["backend"].items():
         if importlib.util.find_spec(name) is None:
             raise ConfigError(f"backend {name}: not installed here; {facts['install']}")
@@ -86,6 +87,12 @@ def _backends(cfg: dict[str, Any]) -> None:
             f"no cells: variant(s) {', '.join(cfg['variant'])} run on none of the backends "
             f"{', '.join(cfg['backend'])}"
         )
+    for name in cfg["model"]:
+        if not {b for b, _ in pairs(cfg)} & set(model_backends(cfg, name)):
+            raise ConfigError(
+                f"model.{name}.backends: {', '.join(cfg['model'][name]['backends'])}, none of "
+                f"the backends asked for with a variant ({', '.join(cfg['backend'])}): no cells"
+            )
 
 
 def _dataset(dataset: dict[str, Any]) -> None:

@@ -123,6 +123,11 @@ def _composition_error(conf_dir: Path, exc: Exception) -> ConfigError:
             f"{env.group(1)} is not set; this configuration reads it (e.g. tracking=server)"
         )
     key = re.search(r"Could not override '([^']+)'", text)
+    if key and schema.declares(key.group(1)):
+        return ConfigError(
+            f"override of '{key.group(1)}': a setting its yaml leaves out; add it with a "
+            f"leading + (+{key.group(1)}=...)"
+        )
     if key:
         return ConfigError(f"override of unknown key '{key.group(1)}': no such key in the config")
     return ConfigError(text.strip().splitlines()[0])

@@ -23,7 +23,8 @@ from mptbench.core.policies import Policy
 from mptbench.plan.errors import ConfigError
 
 __all__ = [
-    "AXES", "Cell", "expand_devices", "grid", "left_out", "machines", "pairs", "run_config"
+    "AXES", "Cell", "expand_devices", "given", "grid", "left_out", "machines", "model_config",
+    "pairs", "run_config",
 ]
 
 
@@ -115,16 +116,24 @@ def pairs(cfg: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def model_backends(cfg: dict[str, Any], model: str) -> list[str]:
+    """The backends asked for that a model runs on (model.<name>.backends; absent: all)."""
+    listed = cfg["model"][model].get("backends")
+    return [backend for backend in cfg["backend"] if listed is None or backend in listed]
+
+
 def left_out(cfg: dict[str, Any]) -> list[str]:
-    """Why a backend and variant asked for together have no cells (a note, not an error)."""
+    """Why a backend asked for has no cells with a variant or a model (a note, not an error)."""
     notes = []
-    for variant, facts in cfg["variant"].items():
-        missing = [b for b in cfg["backend"] if b not in facts["backends"]]
-        if missing:
-            notes.append(
-                f"variant {variant} runs on {', '.join(facts['backends'])} only: "
-                f"no {', '.join(missing)} cells with it"
-            )
+    for kind, options in (("variant", cfg["variant"]), ("model", cfg["model"])):
+        for name, facts in options.items():
+            listed = facts.get("backends")
+            missing = [b for b in cfg["backend"] if listed is not None and b not in listed]
+            if missing:
+                notes.append(
+                    f"{kind} {name} runs on {', '.join(listed)} only: "
+                    f"no {', '.join(missing)} cells with it"
+                )
     return notes
 
 
@@ -136,22 +145,29 @@ def grid(cfg: dict[str, Any], devices: list[str], on: list[str] | None = None) -
         for machine in (machines(cfg) if on is None else on)
         for model in cfg["model"]
         for backend, variant in pairs(cfg)
+        if backend in model_backends(cfg, model)
         for device in devices
         for policy in cfg["policy"]
         for batch_size in cfg["sweep"]["batch_sizes"]
     ]
 
 
-def _timing(contract: type, settings: dict[str, Any]) -> dict[str, Any]:
+def given(contract: type, settings: dict[str, Any]) -> dict[str, Any]:
     """The settings a run is given: its contract's fields. Those declared beside them
-    (plan/settings.py: the fits and parity rules read them from the config) rerun no group."""
-    given = {f.name for f in fields(contract)}
-    return {k: v for k, v in settings.items() if k in given}
+    (plan/settings.py: the grid, the fits and parity rules read them from the config) rerun
+    no group and describe no model again."""
+    names = {f.name for f in fields(contract)}
+    return {k: v for k, v in settings.items() if k in names}
+
+
+def model_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
+    """A model's settings as its runs and its description get them (ModelConfig's fields)."""
+    return given(ModelConfig, cfg["model"][name])
 
 
 def device_config(cfg: dict[str, Any], name: str) -> DeviceConfig:
     device = Device(name)
-    settings = _timing(DeviceConfig, device.settings(cfg["device"]))
+    settings = given(DeviceConfig, device.settings(cfg["device"]))
     return decode(DeviceConfig, {"name": name, "kind": device.kind, **settings})
 
 
@@ -164,11 +180,11 @@ def run_config(cfg: dict[str, Any], cell: Cell) -> Run:
         experiment=cfg["name"],
         seed=cfg["seed"],
         cell=cell,
-        model=decode(ModelConfig, {"name": cell.model, **cfg["model"][cell.model]}),
+        model=decode(ModelConfig, {"name": cell.model, **model_config(cfg, cell.model)}),
         backend=decode(BackendConfig, {"name": cell.backend, **cfg["backend"][cell.backend]}),
         policy=Policy.of(cell.policy, cfg["policy"][cell.policy]),
         variant=decode(VariantConfig, {"name": cell.variant, **cfg["variant"][cell.variant]}),
         device=device_config(cfg, cell.device),
         dataset=decode(DatasetConfig, cfg["dataset"]),
-        train=decode(TrainConfig, _timing(TrainConfig, cfg["train"])),
+        train=decode(TrainConfig, given(TrainConfig, cfg["train"])),
     )

@@ -17,8 +17,7 @@ _PER_POLICY = tuple(a for a in ("experiment", *PROBE_AXES) if a != "policy")
 
 def model_info(cfg: dict[str, Any], wildcards: Wildcards) -> str:
     """The description of a cell's model on this experiment's data."""
-    name = wildcards["model"]
-    return layout.model_info(name, cfg["model"][name], cfg["dataset"])
+    return params.description(cfg, wildcards["model"])
 
 
 def model_info_data(cfg: dict[str, Any]) -> list[str]:

@@ -12,21 +12,25 @@ from typing import Any
 from mptbench.core.devices import Device
 from mptbench.plan import layout
 from mptbench.plan.errors import ConfigError
+from mptbench.plan.grid import model_config
 
 Wildcards = Mapping[str, Any]
+
+
+def description(cfg: dict[str, Any], name: str) -> str:
+    """The model_info rule's output for one of this experiment's models on its data."""
+    return layout.model_info(name, model_config(cfg, name), cfg["dataset"])
 
 
 def model(cfg: dict[str, Any], wildcards: Wildcards) -> dict[str, Any]:
     """The model a description is of, when it is this experiment's (its key says so)."""
     name, asked = wildcards["model"], layout.MODEL_INFO.format(**wildcards)
-    if name not in cfg["model"] or layout.model_info(
-        name, cfg["model"][name], cfg["dataset"]
-    ) != asked:
+    if name not in cfg["model"] or description(cfg, name) != asked:
         raise ConfigError(
             f"{asked}: not a model of this experiment on its data; "
             "run it from the experiment that names it"
         )
-    return {"name": name, **cfg["model"][name]}
+    return {"name": name, **model_config(cfg, name)}
 
 
 def variant(cfg: dict[str, Any], wildcards: Wildcards) -> dict[str, Any]:

@@ -32,6 +32,20 @@ def document() -> dict[str, Any]:
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **_object(Config)}
 
 
+def declares(key: str) -> bool:
+    """Whether a dotted key (model.seed_convnet.backends) names a setting of the schema."""
+    node = document()
+    for part in key.split("."):
+        properties = node.get("properties", {})
+        if part in properties:
+            node = properties[part]
+        elif isinstance(node.get("additionalProperties"), dict):
+            node = node["additionalProperties"]
+        else:
+            return False
+    return True
+
+
 def _declared(cls: type, kind: str | None = None) -> list:
     """The fields of a declaring dataclass that are settings (of a device kind's block, where
     `kind` is given): those made by `setting()`."""

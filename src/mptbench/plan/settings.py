@@ -1,6 +1,7 @@
 """The settings no run is given (the sweep, tracking, the report, the top level) and those a run
-is given without (a policy's, train.parity_*, device.<kind>.memory_limit_mb), declared as the
-run's own are (core/contract/run.py's `setting`): `Config` is the whole configuration's shape."""
+is given without (a policy's, a model's backends, train.parity_*, device.<kind>.memory_limit_mb),
+declared as the run's own are (core/contract/run.py's `setting`): `Config` is the whole
+configuration's shape."""
 
 from __future__ import annotations
 
@@ -30,6 +31,20 @@ class PolicySettings:
     baseline: bool = setting("the policy every other is compared with (one only)", absent=False)
     initial_loss_scale: float | None = setting(
         "dynamic loss scaling starts here; null: Keras' own (2**15)", absent=None, **POSITIVE
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSettings(ModelConfig):
+    """conf/model/<name>.yaml: how to build and train it (what its runs are given), and which
+    backends the grid runs it on, which neither its runs nor its description read."""
+
+    backends: tuple[str, ...] | None = setting(
+        "the backends its cells run on; absent: every backend asked for",
+        absent=None,
+        minItems=1,
+        items={"allowed": BACKENDS},
+        message=f"must list backends among {', '.join(BACKENDS)}",
     )
 
 
@@ -144,7 +159,7 @@ class Config:
     name: str = setting("the experiment's name: results/<name>/, the MLflow experiment", **NAME)
     seed: int = setting("weights, shuffling and synthetic data", minimum=0)
     dataset: DatasetConfig = setting("the data every cell trains on")
-    model: dict[str, ModelConfig] = setting(
+    model: dict[str, ModelSettings] = setting(
         "the models, a grid axis",
         minProperties=1,
         message="no model selected (e.g. model=[seed_convnet,resnet50])",

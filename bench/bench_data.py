@@ -217,12 +217,11 @@ def time_steps(tf, model_cfg, policy, batch: int, warmup: int, timed: int) -> di
 
 
 def bench_training(tf, steps: int, float16_batch: int) -> dict:
-    from mptbench.core.contract import ModelConfig, decode
     from mptbench.core.policies import Policy
-    from mptbench.plan import compose_config
+    from mptbench.plan import compose_config, model_config
 
     cfg = compose_config(ROOT / "conf")
-    model_cfg = decode(ModelConfig, {"name": "seed_convnet", **cfg["model"]["seed_convnet"]})
+    model_cfg = model_config(cfg, "seed_convnet")
     policies = {name: Policy.of(name, facts) for name, facts in cfg["policy"].items()}
     result = {}
     for policy in ("float32", "mixed_bfloat16"):

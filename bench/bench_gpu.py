@@ -61,17 +61,17 @@ def compose(model: str, image_size: int, args) -> dict:
 def model_info(cfg: dict, out: Path) -> dict:
     """FLOPs of the model's training step, counted from JAX's jaxpr (an engine job: the
     counting process imports Keras on JAX)."""
-    from mptbench.core.contract import ModelConfig, decode
     from mptbench.core.files import read_json
     from mptbench.jobs.launcher import EngineFailed
     from mptbench.jobs.model_info import describe_model
+    from mptbench.plan import model_config
 
     model = next(iter(cfg["model"]))
     dataset = cfg["dataset"]
     path = out / "model_info" / f"{model}-{dataset['image_size']}px.json"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        config = decode(ModelConfig, {"name": model, **cfg["model"][model]})
+        config = model_config(cfg, model)
         try:
             describe_model(config, dataset["image_size"], dataset["num_classes"], str(path),
                            backend="jax")

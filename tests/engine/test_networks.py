@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from mptbench.core.contract import ModelConfig, decode
+from mptbench.core.contract import ModelConfig
 from mptbench.engine.networks import ModelError, builder_source, make_network
-from mptbench.plan import compose_config
+from mptbench.plan import compose_config, model_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 def _model(name: str, *overrides: str) -> ModelConfig:
     cfg = compose_config(CONF, None, [f"model=[{name}]", *overrides])
-    return decode(ModelConfig, {"name": name, **cfg["model"][name]})
+    return model_config(cfg, name)
 
 
 def test_an_application_ends_in_a_float32_softmax_under_mixed_precision():

@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from mptbench.core.contract import ModelConfig, decode
 from mptbench.core.opclasses import CLASSES, STEP_CLASSES
 from mptbench.core.policies import Policy
 from mptbench.engine.models import build_model
 from mptbench.jobs.profiles import EXECUTOR_LINES, breakdown, xplane_of
-from mptbench.plan import compose_config
+from mptbench.plan import compose_config, model_config
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 pytestmark = pytest.mark.slow
@@ -25,7 +24,7 @@ def _profiled(tmp_path, policy_name: str, side: int = 32, batch: int = 8, steps:
 
     cfg = compose_config(CONF, None, [f"policy=[{policy_name}]"])
     policy = Policy.of(policy_name, cfg["policy"][policy_name])
-    network = decode(ModelConfig, {"name": "seed_convnet", **cfg["model"]["seed_convnet"]})
+    network = model_config(cfg, "seed_convnet")
     model = build_model(network, (side, side, 3), 10, policy)
     x, y = tf.random.uniform((batch, side, side, 3)), tf.zeros((batch,), tf.int64)
     data = tf.data.Dataset.from_tensors((x, y)).repeat()

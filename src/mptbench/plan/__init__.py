@@ -17,6 +17,7 @@ from mptbench.plan.grid import (
     grid,
     left_out,
     machines,
+    model_config,
     pairs,
     run_config,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "grid",
     "left_out",
     "machines",
+    "model_config",
     "pairs",
     "options",
     "parse_overrides",

@@ -24,7 +24,7 @@ from mptbench.plan.errors import ConfigError
 
 __all__ = [
     "AXES", "Cell", "expand_devices", "given", "grid", "left_out", "machines", "model_config",
-    "pairs", "run_config",
+    "model_fields", "pairs", "run_config",
 ]
 
 
@@ -160,9 +160,15 @@ def given(contract: type, settings: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if k in names}
 
 
-def model_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
-    """A model's settings as its runs and its description get them (ModelConfig's fields)."""
+def model_fields(cfg: dict[str, Any], name: str) -> dict[str, Any]:
+    """A model's settings as its runs and its description get them: ModelConfig's fields, as
+    the config writes them (its description's key is a hash of these)."""
     return given(ModelConfig, cfg["model"][name])
+
+
+def model_config(cfg: dict[str, Any], name: str) -> ModelConfig:
+    """A model as its runs get it."""
+    return decode(ModelConfig, {"name": name, **model_fields(cfg, name)})
 
 
 def device_config(cfg: dict[str, Any], name: str) -> DeviceConfig:
@@ -180,7 +186,7 @@ def run_config(cfg: dict[str, Any], cell: Cell) -> Run:
         experiment=cfg["name"],
         seed=cfg["seed"],
         cell=cell,
-        model=decode(ModelConfig, {"name": cell.model, **model_config(cfg, cell.model)}),
+        model=model_config(cfg, cell.model),
         backend=decode(BackendConfig, {"name": cell.backend, **cfg["backend"][cell.backend]}),
         policy=Policy.of(cell.policy, cfg["policy"][cell.policy]),
         variant=decode(VariantConfig, {"name": cell.variant, **cfg["variant"][cell.variant]}),

@@ -12,14 +12,14 @@ from typing import Any
 from mptbench.core.devices import Device
 from mptbench.plan import layout
 from mptbench.plan.errors import ConfigError
-from mptbench.plan.grid import model_config
+from mptbench.plan.grid import model_fields
 
 Wildcards = Mapping[str, Any]
 
 
 def description(cfg: dict[str, Any], name: str) -> str:
     """The model_info rule's output for one of this experiment's models on its data."""
-    return layout.model_info(name, model_config(cfg, name), cfg["dataset"])
+    return layout.model_info(name, model_fields(cfg, name), cfg["dataset"])
 
 
 def model(cfg: dict[str, Any], wildcards: Wildcards) -> dict[str, Any]:
@@ -30,7 +30,7 @@ def model(cfg: dict[str, Any], wildcards: Wildcards) -> dict[str, Any]:
             f"{asked}: not a model of this experiment on its data; "
             "run it from the experiment that names it"
         )
-    return {"name": name, **model_config(cfg, name)}
+    return {"name": name, **model_fields(cfg, name)}
 
 
 def variant(cfg: dict[str, Any], wildcards: Wildcards) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from httpserver import FileServer
 from workflow_helpers import copy_workflow, snakemake, warm_copy
 
 from mptbench.data.fixtures import make_imagenette_archive
+from mptbench.jobs import device_lock
 
 
 @pytest.fixture
@@ -60,6 +61,17 @@ def tracking(tmp_path) -> dict:
     )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def device_locks(tmp_path_factory):
+    """Each worker's timing jobs hold device locks of their own (jobs/device_lock.py): one
+    worker's jobs never overlap, while two workers' may. On a user's machine a timing job waits
+    for any other; here that made the workers take turns on every timing job, idling the CPU
+    while one of them calibrated, and no test reads a timing precise enough to need it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(device_lock.ENV, str(tmp_path_factory.getbasetemp() / "device-locks"))
+        yield
+
+
 @pytest.fixture(scope="session")
 def tf():
     """TensorFlow started in this process as an engine job starts it."""
@@ -70,18 +82,22 @@ def tf():
 
 # README's test command runs the suite on three workers (pytest-xdist, --dist loadfile; a third
 # fills the time the other two wait on subprocesses, SLURM and servers): a file's tests run on
-# one worker, in order (a workflow file's share a checkout); the longest files start first
-# (--no-loadscope-reorder keeps this order) and the short ones fill in around them. Files that
-# only read the smoke run share it with every worker (smoke_run).
-LONGEST_FIRST = ("test_faults.py", "test_slurm.py", "test_smoke_backends.py", "test_workflow.py",
-                 "test_variants.py", "test_browser.py", "test_fits.py",
-                 "test_machines.py")
+# one worker, in order (a workflow file's share a checkout), files in the order below first
+# (--no-loadscope-reorder keeps it), the short ones filling in around them. Files that read
+# the smoke run share it with every worker (smoke_run): the first file's worker runs it, and the
+# next two files need none of it, so the other workers train beside it instead of waiting; then
+# the longest of those that start from it.
+FIRST = ("test_faults.py", "jobs/test_fits.py", "jobs/test_environment.py", "test_slurm.py",
+         "test_smoke_backends.py", "test_faults_jobs.py", "jobs/test_supervisor.py",
+         "test_variants.py", "test_workflow.py", "test_machines.py", "test_browser.py",
+         "test_without_tensorflow.py")
+TESTS = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(items):
     def rank(item) -> int:
-        name = item.path.name
-        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+        name = item.path.relative_to(TESTS).as_posix()
+        return FIRST.index(name) if name in FIRST else len(FIRST)
 
     items.sort(key=rank)  # stable: a file's tests keep their order
 

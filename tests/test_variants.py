@@ -13,12 +13,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.workflow]
 
 def test_variants_run_side_by_side_with_their_own_settings(tmp_path_factory, warm):
     """Each variant's cells in its own environment and settings; timed once each, without the
-    step-time probe (what is checked here is the variants', not the timing's)."""
+    step-time probe and the synthetic twin (what is checked here is the variants', not the
+    timing's)."""
     smoke = warm_copy(warm, tmp_path_factory.mktemp("variants"))
     overrides = 'overrides=["name=smoke_variants","variant=[pypi,pypi_onednn,pypi_xla]",'
     overrides += '"policy=[float32]","sweep.batch_sizes=[8]","train.repeats=1",'
     overrides += '"train.max_repeats=1","train.profile_steps=0","sweep.fit_search=false",'
-    overrides += '"train.max_step_seconds=null"]'
+    overrides += '"train.max_step_seconds=null","train.synthetic_twin=false"]'
     # TensorFlow-only variants pair with tensorflow alone, said once, not an error.
     dry = snakemake(smoke, "-n", "--config", "experiment=smoke_backends", overrides)
     assert dry.returncode == 0, dry.stderr[-3000:]

@@ -104,6 +104,7 @@ def test_xla_compiled_peaks_measure_on_this_cpu():
         assert conv_at(steps, "float32", [2, 9, 9, 8, 8], 5, 0.05, stride=2)["tflops"] > 0
 
 
+@pytest.mark.slow  # starts JAX and compiles a kernel per size and dtype
 def test_jax_peaks_are_measured_with_jitted_lax_kernels():
     import jax
 

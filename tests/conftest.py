@@ -95,6 +95,10 @@ TESTS = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(items):
+    missing = [name for name in FIRST if not (TESTS / name).is_file()]
+    if missing:  # a renamed file would silently lose its place
+        raise pytest.UsageError(f"tests/conftest.py FIRST names no such file: {missing}")
+
     def rank(item) -> int:
         name = item.path.relative_to(TESTS).as_posix()
         return FIRST.index(name) if name in FIRST else len(FIRST)

@@ -110,7 +110,9 @@ def lines(summary: pd.DataFrame) -> list[str]:
 def answer_metrics_and_tags(summary: pd.DataFrame) -> tuple[dict[str, float], dict[str, str]]:
     """The answers as the sweep run's tags (`answer.<machine>.<model>.<device>`: the sentence)
     and metrics (the images/s of the configuration named, and the fastest other policy's
-    throughput over the baseline's best with its interval for the choice)."""
+    throughput over the baseline's best with its interval for the choice; where the answer
+    also compared the policies at the baseline's best batch, the paired speedup it picked
+    there with its interval)."""
     metrics, tags = {}, {}
     for found in answers(summary):
         key = ".".join(found.where)
@@ -122,6 +124,12 @@ def answer_metrics_and_tags(summary: pd.DataFrame) -> tuple[dict[str, float], di
             if found.estimate.low is not None:
                 metrics[f"answer_vs_baseline_ci_low.{key}"] = found.estimate.low
                 metrics[f"answer_vs_baseline_ci_high.{key}"] = found.estimate.high
+        if found.paired is not None:
+            paired = found.paired.estimate
+            metrics[f"answer_at_baseline_batch.{key}"] = paired.value
+            if paired.low is not None:
+                metrics[f"answer_at_baseline_batch_ci_low.{key}"] = paired.low
+                metrics[f"answer_at_baseline_batch_ci_high.{key}"] = paired.high
     return metrics, tags
 
 

@@ -3,6 +3,9 @@
 import multiprocessing
 import signal
 import socket
+import subprocess
+import sys
+import time
 from concurrent.futures import ProcessPoolExecutor
 
 import mlflow
@@ -42,6 +45,37 @@ def test_eight_concurrent_writers_lose_nothing(tmp_path):
     assert {r.info.status for r in runs} == {"FINISHED"}
     assert sorted(r.data.metrics["ms_per_step"] for r in runs) == [10.0 + i for i in range(8)]
     assert all(len(client.get_metric_history(r.info.run_id, "loss")) == 2 for r in runs)
+
+
+def _init(uri: str, name: str) -> str:
+    return init_experiment(uri, name, None, system_metrics=False)["experiment_id"]
+
+
+def test_a_store_killed_while_it_was_made_is_not_left_for_the_rerun(tmp_path):
+    db = tmp_path / "results" / "mlflow.db"
+    uri = f"sqlite:///{db}"
+    code = f"from mptbench.jobs.tracking import init_experiment; init_experiment({uri!r}, 'x', None)"
+    process = subprocess.Popen([sys.executable, "-c", code])
+    # MLflow builds the schema over a second or more; kill -9 as soon as it has begun.
+    deadline = time.monotonic() + 120
+    while not list(db.parent.glob(".mlflow.db.*.part")):
+        assert process.poll() is None and time.monotonic() < deadline, "no store was begun"
+        time.sleep(0.01)
+    process.kill()
+    process.wait()
+    assert not db.exists()  # a half-made store never has the store's name
+    assert _init(uri, "x") == "1"  # the rerun makes a whole one, whatever the kill left
+    assert [p.name for p in db.parent.iterdir()] == ["mlflow.db"]  # the killed part removed
+
+
+def test_two_processes_making_one_store_at_once_share_it(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=2, mp_context=spawn) as pool:
+        ids = list(pool.map(_init, [uri, uri], ["a", "b"]))
+    assert sorted(ids) == ["1", "2"]  # each found the other's experiment in the one store
+    names = {e.name for e in mlflow.MlflowClient(uri).search_experiments()}
+    assert names == {"Default", "a", "b"}
 
 
 def test_runs_reach_a_tracking_server_on_loopback(tmp_path):

@@ -4,6 +4,7 @@ per grid cell nested under it."""
 from __future__ import annotations
 
 import os
+import socket
 import time
 import unittest.mock
 from pathlib import Path
@@ -32,6 +33,7 @@ def init_experiment(
     """Create (or find) the experiment and its sweep run. Run once, before any train job: a
     fresh sqlite store created by several processes at once races on its schema."""
     mlflow = _mlflow(uri)
+    _create_sqlite_store(uri)
     client = mlflow.MlflowClient()
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
@@ -52,6 +54,62 @@ def init_experiment(
         "parent_run_id": _sweep_run(client, experiment_id, name),
         "system_metrics": system_metrics,
     }
+
+
+def _sqlite_file(uri: str) -> Path | None:
+    """The file of a `sqlite:///` store; None for an in-memory one or a server."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = uri.removeprefix("sqlite:///").split("?", 1)[0]
+    return Path(path) if path and path != ":memory:" else None
+
+
+def _create_sqlite_store(uri: str) -> None:
+    """A new sqlite store, made whole or not at all: MLflow builds its schema in dozens of
+    steps, and a run killed between two leaves a store no later run can open ("table ...
+    already exists", "out-of-date database schema"). So the schema is built under a hidden
+    name beside the store and linked to the store's name only when complete; a process that
+    finds the store made by another meanwhile uses that one."""
+    path = _sqlite_file(uri)
+    if path is None or path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    host = socket.gethostname()
+    _remove_abandoned(path, host)
+    partial = path.with_name(f".{path.name}.{host}.{os.getpid()}.part")
+    partial.unlink(missing_ok=True)
+    from mlflow.store.tracking import DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    # The default artifact root MLflow gives a store it creates itself (its Default
+    # experiment's); this project's experiments name their own.
+    store = SqlAlchemyStore(f"sqlite:///{partial}", DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH)
+    store.engine.dispose()
+    try:
+        os.link(partial, path)  # unlike a rename, never replaces a store made meanwhile
+    except FileExistsError:
+        pass
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def _remove_abandoned(path: Path, host: str) -> None:
+    """Partial stores this machine's killed processes left (another machine's, on a shared
+    disk, are its own to remove: their process ids mean nothing here)."""
+    for partial in path.parent.glob(f".{path.name}.{host}.*.part"):
+        pid = partial.name.removesuffix(".part").rsplit(".", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            partial.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _sweep_run(client, experiment_id: str, name: str) -> str:

@@ -81,7 +81,11 @@ def test_a_cell_the_summary_calls_no_measurable_difference_is_not_faster_in_the_
     row = summary.set_index("policy").loc["best"]
     assert row["speedup_verdict"] == "no measurable difference" and row["speedup_ci_low"] < 1
     [line] = lines(summary)
-    assert "best of 2: best at batch 8: 1.04× (95% interval for the best of 2 0.98–1.11)" in line
+    # The baseline named at the cell's batch: a paired speedup, not the answer's best-to-best.
+    assert (
+        "best of 2: best at batch 8: 1.04× float32 at batch 8 (95% interval for the best of 2 "
+        "0.98–1.11)"
+    ) in line
     assert line.endswith("no measurable difference; 3 of 3 cells ran, 0 over budget, 0 failed")
 
 
@@ -89,7 +93,7 @@ def test_a_cell_without_an_interval_is_unjudged():
     summary = _summary([0.05], 0)
     top = best(summary)
     assert top.estimate is None and top.verdict is None
-    assert "1.05× (no interval), unjudged" in lines(summary)[0]
+    assert "1.05× float32 at batch 8 (no interval), unjudged" in lines(summary)[0]
 
 
 def test_the_headline_and_the_sweeps_tags_open_with_the_answer():

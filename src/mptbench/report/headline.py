@@ -1,6 +1,7 @@
 """The headline of a finished run: first the answer per machine, model and device (which
-configuration to train with and what it buys: report/answer.py), then per group the best
-policy's speedup at one batch size and how many cells ran, were over budget or failed. The
+configuration to train with and what it buys: report/answer.py), then per group the largest
+speedup at one batch size (against the baseline at that batch) and how many cells ran, were
+over budget or failed. The
 aggregate writes it beside the report as headline.txt (the terminal prints it when a run
 ends); the sweep's MLflow run keeps it as metrics and tags.
 
@@ -21,7 +22,7 @@ import pandas as pd
 from mptbench.core import stats
 from mptbench.core.outcomes import FAILED, Outcome
 from mptbench.report.answer import answer_lines, answers
-from mptbench.report.summary import GROUP_KEYS, groups, is_baseline
+from mptbench.report.summary import GROUP_KEYS, baseline_name, groups, is_baseline
 
 
 @dataclass(frozen=True)
@@ -38,12 +39,18 @@ class Best:
 
     @property
     def figure(self) -> str:
-        value = self.row["speedup_vs_baseline"]
+        return self.against("")
+
+    def against(self, baseline: str) -> str:
+        """'1.73× float32 at batch 64 (95% interval ...)', or without `baseline` named."""
+        value = f"{self.row['speedup_vs_baseline']:.2f}×"
+        if baseline:
+            value += f" {baseline} at batch {int(self.row['batch_size'])}"
         if self.estimate is None or self.estimate.low is None:
-            return f"{value:.2f}× (no interval)"
+            return f"{value} (no interval)"
         low, high = self.estimate.low, self.estimate.high
         which = "95% interval" if self.count == 1 else f"95% interval for the best of {self.count}"
-        return f"{value:.2f}× ({which} {low:.2f}–{high:.2f})"
+        return f"{value} ({which} {low:.2f}–{high:.2f})"
 
 
 def best(rows: pd.DataFrame) -> Best | None:
@@ -82,11 +89,14 @@ def counts(rows: pd.DataFrame) -> dict[str, int]:
     }
 
 
-def speedup_words(top: Best) -> str:
+def speedup_words(top: Best, baseline: str | None) -> str:
+    """'best of 4: mixed_bfloat16 at batch 64: 1.73× float32 at batch 64 (...)': the largest
+    paired speedup at one batch size, its baseline named with that batch, so that it does not
+    read as the answer's comparison of each policy's best batch."""
     row = top.row
     of = f"best of {top.count}: " if top.count > 1 else "best: "
     return (
-        f"{of}{row['policy']} at batch {int(row['batch_size'])}: {top.figure}, "
+        f"{of}{row['policy']} at batch {int(row['batch_size'])}: {top.against(baseline or '')}, "
         f"{top.verdict or 'unjudged'}"
     )
 
@@ -97,7 +107,9 @@ def lines(summary: pd.DataFrame) -> list[str]:
     several = summary["machine"].nunique() > 1
     for (machine, model, backend, variant, device), rows in groups(summary):
         top = best(rows)
-        speedup = speedup_words(top) if top is not None else "no speedup measured"
+        speedup = (
+            speedup_words(top, baseline_name(rows)) if top is not None else "no speedup measured"
+        )
         n = counts(rows)
         where = f"{device} of {machine}" if several else device
         out.append(
@@ -149,7 +161,7 @@ def metrics_and_tags(summary: pd.DataFrame) -> tuple[dict[str, float], dict[str,
         if top.estimate is not None and top.estimate.low is not None:
             metrics[f"best_speedup_ci_low.{key}"] = top.estimate.low
             metrics[f"best_speedup_ci_high.{key}"] = top.estimate.high
-        tags[f"best.{key}"] = speedup_words(top)
+        tags[f"best.{key}"] = speedup_words(top, baseline_name(rows))
     return metrics, tags
 
 

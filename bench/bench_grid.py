@@ -2,10 +2,10 @@
 
 Runs `snakemake --cores N` on a copy of this checkout with the default experiment, reading a
 synthetic archive in Imagenette-320's exact layout and size (bench_data.py's, built once and
-reused) instead of the real download. Prints the wall time, the outcome of every cell and its
-ms/step, and the share of the machine's CPU the hypervisor gave to other guests meanwhile
-(steal time: two runs compare only where both were quiet), and writes them to
-<workdir>/bench_grid_last_run.json.
+reused) instead of the real download. Prints the wall time, each rule's time (from Snakemake's
+log), the outcome of every cell and its ms/step, and the share of the machine's CPU the
+hypervisor gave to other guests meanwhile (steal time: two runs compare only where both were
+quiet), and writes them to <workdir>/bench_grid_last_run.json.
 """
 
 from __future__ import annotations
@@ -78,16 +78,22 @@ def main(argv: list[str] | None = None) -> int:
     done = subprocess.run(command, cwd=target, capture_output=True, text=True)
     wall = time.monotonic() - started
     stolen = hardware.stolen_percent(ticks, hardware.cpu_ticks())
-    (args.workdir / "snakemake.log").write_text(done.stdout + done.stderr)
+    log = done.stdout + done.stderr
+    (args.workdir / "snakemake.log").write_text(log)
     rows = cells(target / "results" / "benchmark")
     for row in rows:
         print(json.dumps(row))
+    from bench_tryout import rule_seconds
+
+    rules = rule_seconds(log)
+    print("per rule (each rule's jobs summed, so they add to more than the wall time), min: "
+          + ", ".join(f"{name} {s / 60:.1f}" for name, s in sorted(rules.items())))
     print(f"default grid: {wall / 60:.1f} min wall time, exit code {done.returncode}, "
           f"{sum(r['outcome'] == 'ok' for r in rows)} of {len(rows)} cells ok; the hypervisor "
           f"took {'-' if stolen is None else f'{stolen:.1f}%'} of the machine's CPU meanwhile "
           "(steal time: a run on a quieter host is that much shorter)")
     result = {"wall_s": wall, "returncode": done.returncode, "cpu_stolen_pct": stolen,
-              "cells": rows}
+              "rules_s": rules, "cells": rows}
     (args.workdir / "bench_grid_last_run.json").write_text(json.dumps(result, indent=2) + "\n")
     return 0
 

@@ -305,13 +305,26 @@ def figures(rows: list[dict], cell: Cell) -> dict:
         group = stats.paired_speedup(_timed(rows, BASELINE), _timed(rows, policy))
         alone = _welch(base_alone, mine) if base_alone and mine else None
         alone_logs = _differences(base_by_cycle, _by_cycle(rows, "alone", policy))
+        ratio_logs = _differences(_group_log_speedups(rows, policy), alone_logs)
         out[policy] |= {"group_speedup": group, "alone_speedup": alone,
                         "alone_by_cycle": _paired(alone_logs),
-                        "ratio_by_cycle": _paired(_differences(_group_log_speedups(rows, policy),
-                                                               alone_logs))}
+                        "ratio_by_cycle": _paired(ratio_logs),
+                        "ratio_per_cycle": {c: math.exp(v) for c, v in ratio_logs.items()},
+                        "ratio_halves": _halves(ratio_logs)}
         if group is not None and alone is not None:
             out[policy]["ratio"] = _ratio_of(group, alone)
     return out
+
+
+def _halves(logs: dict[int, float]):
+    """The per-cycle figures' first half of the cycles over their second half (Welch), or None
+    below two cycles a half: a ratio that holds 1 over the run can still have favoured one
+    policy for a while (a neighbour's load that came and went), which this shows."""
+    ordered = [math.exp(logs[c]) for c in sorted(logs)]
+    half = len(ordered) // 2
+    if half < 2:
+        return None
+    return _welch(ordered[:half], ordered[-half:])
 
 
 def _interval(e) -> str:
@@ -355,6 +368,14 @@ def report_lines(cell: Cell, rows: list[dict]) -> list[str]:
         lines.append(f"  {policy} group speedup / alone speedup by cycle "
                      f"{_interval(p['ratio_by_cycle'])}{_width(p['ratio_by_cycle'])}: "
                      f"{_within(p['ratio_by_cycle'], GOAL)}")
+        per_cycle = p["ratio_per_cycle"]
+        lines.append(f"  {policy} group speedup / alone speedup, cycle by cycle: "
+                     + " ".join(f"{c + 1}:{v:.2f}" for c, v in sorted(per_cycle.items())))
+        halves = p["ratio_halves"]
+        if halves is not None and halves.low is not None:
+            moved = "moved" if not halves.low <= 1 <= halves.high else "did not move measurably"
+            lines.append(f"  {policy} that ratio's first half of the cycles over its last half "
+                         f"{_interval(halves)}: it {moved} during the run")
     return lines
 
 

@@ -54,7 +54,7 @@ def _init(uri: str, name: str) -> str:
 def test_a_store_killed_while_it_was_made_is_not_left_for_the_rerun(tmp_path):
     db = tmp_path / "results" / "mlflow.db"
     uri = f"sqlite:///{db}"
-    code = f"from mptbench.jobs.tracking import init_experiment; init_experiment({uri!r}, 'x', None)"
+    code = f"from mptbench.jobs.tracking import init_experiment as i; i({uri!r}, 'x', None)"
     process = subprocess.Popen([sys.executable, "-c", code])
     # MLflow builds the schema over a second or more; kill -9 as soon as it has begun.
     deadline = time.monotonic() + 120

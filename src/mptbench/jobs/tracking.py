@@ -90,14 +90,17 @@ def _create_sqlite_store(uri: str) -> None:
     except FileExistsError:
         pass
     finally:
-        partial.unlink(missing_ok=True)
+        for left in (partial, partial.with_name(f"{partial.name}-journal")):
+            left.unlink(missing_ok=True)
 
 
 def _remove_abandoned(path: Path, host: str) -> None:
-    """Partial stores this machine's killed processes left (another machine's, on a shared
-    disk, are its own to remove: their process ids mean nothing here)."""
-    for partial in path.parent.glob(f".{path.name}.{host}.*.part"):
-        pid = partial.name.removesuffix(".part").rsplit(".", 1)[-1]
+    """Partial stores this machine's killed processes left, with sqlite's journal beside each
+    (another machine's, on a shared disk, are its own to remove: their process ids mean
+    nothing here)."""
+    prefix = f".{path.name}.{host}."
+    for partial in path.parent.glob(f"{prefix}*.part*"):
+        pid = partial.name.removeprefix(prefix).split(".", 1)[0]
         if pid.isdigit() and not _alive(int(pid)):
             partial.unlink(missing_ok=True)
 

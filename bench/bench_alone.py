@@ -306,21 +306,22 @@ def figures(rows: list[dict], cell: Cell) -> dict:
         alone = _welch(base_alone, mine) if base_alone and mine else None
         alone_logs = _differences(base_by_cycle, _by_cycle(rows, "alone", policy))
         ratio_logs = _differences(_group_log_speedups(rows, policy), alone_logs)
+        per_cycle = {c: math.exp(v) for c, v in ratio_logs.items()}
         out[policy] |= {"group_speedup": group, "alone_speedup": alone,
                         "alone_by_cycle": _paired(alone_logs),
                         "ratio_by_cycle": _paired(ratio_logs),
-                        "ratio_per_cycle": {c: math.exp(v) for c, v in ratio_logs.items()},
-                        "ratio_halves": _halves(ratio_logs)}
+                        "ratio_per_cycle": per_cycle,
+                        "ratio_halves": _halves(per_cycle)}
         if group is not None and alone is not None:
             out[policy]["ratio"] = _ratio_of(group, alone)
     return out
 
 
-def _halves(logs: dict[int, float]):
+def _halves(per_cycle: dict[int, float]):
     """The per-cycle figures' first half of the cycles over their second half (Welch), or None
     below two cycles a half: a ratio that holds 1 over the run can still have favoured one
     policy for a while (a neighbour's load that came and went), which this shows."""
-    ordered = [math.exp(logs[c]) for c in sorted(logs)]
+    ordered = [per_cycle[c] for c in sorted(per_cycle)]
     half = len(ordered) // 2
     if half < 2:
         return None

@@ -1,9 +1,8 @@
 """The headline of a finished run: first the answer per machine, model and device (which
 configuration to train with and what it buys: report/answer.py), then per group the largest
 speedup at one batch size (against the baseline at that batch) and how many cells ran, were
-over budget or failed. The
-aggregate writes it beside the report as headline.txt (the terminal prints it when a run
-ends); the sweep's MLflow run keeps it as metrics and tags.
+over budget or failed. The aggregate writes it beside the report as headline.txt (the terminal
+prints it when a run ends); the sweep's MLflow run keeps it as metrics and tags.
 
 The best of N cells is a choice, and the best of N cells with no true effect looks faster
 by chance far more often than 1 time in 20: its interval is widened for the choice
@@ -39,9 +38,9 @@ class Best:
 
     @property
     def figure(self) -> str:
-        return self.against("")
+        return self.against(None)
 
-    def against(self, baseline: str) -> str:
+    def against(self, baseline: str | None) -> str:
         """'1.73× float32 at batch 64 (95% interval ...)', or without `baseline` named."""
         value = f"{self.row['speedup_vs_baseline']:.2f}×"
         if baseline:
@@ -96,7 +95,7 @@ def speedup_words(top: Best, baseline: str | None) -> str:
     row = top.row
     of = f"best of {top.count}: " if top.count > 1 else "best: "
     return (
-        f"{of}{row['policy']} at batch {int(row['batch_size'])}: {top.against(baseline or '')}, "
+        f"{of}{row['policy']} at batch {int(row['batch_size'])}: {top.against(baseline)}, "
         f"{top.verdict or 'unjudged'}"
     )
 

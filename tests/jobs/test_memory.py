@@ -1,6 +1,9 @@
 """Whose OOM kill the kernel counted: the trainer's own cgroup, else the shared one only with
 the trainer's own memory near its limit."""
 
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
 from mptbench.core.outcomes import classify_death
@@ -80,3 +83,43 @@ def test_without_a_cgroup_of_its_own_the_trainers_memory_decides(tmp_path):
     assert large.oom_record() == (
         f"{shared.path}/memory.events: oom_kill 0 -> 1, the trainer holding 3900 of its 4096 MB"
     )
+
+
+def _child(code: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def test_the_trainers_peak_memory_is_the_kernels_however_brief():
+    """A peak held for a moment, between two samples of any sampler, still counts: it is the
+    kernel's high-water mark of the reaped trainer, also of one killed by a signal."""
+    evidence = Evidence(None, None)
+    child = _child("import os; b = b'x' * (300 * 2**20); os._exit(3)")
+    assert memory.watch(child, None, evidence) == (3, None)
+    assert child.poll() == 3
+    assert 300 <= evidence.peak_rss_mb < 600
+    killed = Evidence(None, None)
+    child = _child("import os, signal; b = b'x' * (200 * 2**20); os.kill(os.getpid(), 9)")
+    assert memory.watch(child, None, killed) == (-9, None)
+    assert 200 <= killed.peak_rss_mb < 300
+
+
+def test_waiting_for_the_trainer_wakes_nothing_while_it_runs():
+    """The supervisor shares the trainer's cores: a watcher that woke every few milliseconds
+    made each timed step 1.5% slower (bench/README.md, bench_sources.py). Without a memory
+    limit it sleeps until the trainer ends: a second's wait is a context switch or two, not the
+    old loop's forty."""
+    child = _child("import time; time.sleep(1)")
+    before = resource.getrusage(resource.RUSAGE_THREAD)
+    assert memory.watch(child, None, Evidence(None, None)) == (0, None)
+    after = resource.getrusage(resource.RUSAGE_THREAD)
+    assert after.ru_nvcsw - before.ru_nvcsw <= 5
+
+
+def test_over_the_limit_the_trainer_is_killed_and_says_so():
+    evidence = Evidence(None, None)
+    child = _child("import time; b = b'x' * (400 * 2**20); time.sleep(60)")
+    code, why = memory.watch(child, 200, evidence)
+    assert code == -9 and child.poll() == -9
+    assert why.startswith("resident memory reached ")
+    assert why.endswith(" MB, over train.memory_limit_mb=200")
+    assert evidence.peak_rss_mb > 200

@@ -8,7 +8,7 @@ of its own, a child of its own one with no limit of its own (the parent's limit 
 a count that rose there was the trainer's OOM kill and nobody else's. Where no cgroup can be
 made (no root, no delegated subtree), the count of the cgroup the trainer shares rose for
 someone: it is taken as the trainer's only where the trainer's own peak resident memory (the
-kernel's count, read when it is reaped) had reached half of that cgroup's limit; otherwise a
+kernel's high-water mark, read while it ran) had reached half of that cgroup's limit; otherwise a
 SIGKILL is a kill from outside, and its reason says the shared count rose for another process.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,9 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 # on the trainer.
 SHARED_BLAME_SHARE = 0.5
 SAMPLE_S = 0.05
+# Without a limit the peak is only evidence: read once a second (the kernel's high-water mark
+# misses nothing between reads), and at the trainer's end.
+IDLE_SAMPLE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,7 @@ class Evidence:
     shared_before: tuple[int, str] | None
     own: Cgroup | None = None
     peak_rss_mb: float = 0.0
+    supervisor_mb: float = 0.0  # the supervisor's own peak when the trainer started
     notes: list[str] = field(default_factory=list)
 
     @classmethod
@@ -203,49 +208,89 @@ class Evidence:
 
 
 def watch(child, limit_mb: int | None, evidence: Evidence | None = None) -> tuple[int, str | None]:
-    """Wait for the child; its peak resident memory goes to `evidence`, from the kernel's own
-    count when it is reaped (wait4's ru_maxrss: every peak, however brief). Without a limit the
-    wait blocks: nothing of the supervisor wakes up while the trainer's steps are timed (a
-    watcher that woke every few milliseconds made each step 1.5% slower: bench_sources.py).
-    With a limit it samples the child's resident memory every SAMPLE_S and kills it once it
-    passes the limit, as an OOM killer would. Returns the exit code and, when it was killed
-    here, why."""
-    if not limit_mb:
-        return _reaped(child, 0, evidence), None
-    import psutil
-
-    try:
-        watched = psutil.Process(child.pid)
-    except psutil.Error:
-        return _reaped(child, 0, evidence), None
-    while (code := _reaped(child, os.WNOHANG, evidence)) is None:
-        try:
-            rss_mb = watched.memory_info().rss / 2**20
-        except psutil.Error:  # it just ended
-            continue
-        if evidence is not None:
-            evidence.peak_rss_mb = max(evidence.peak_rss_mb, rss_mb)
-        if rss_mb > limit_mb:
-            child.kill()
-            code = _reaped(child, 0, evidence)
-            return code, (
-                f"resident memory reached {rss_mb:.0f} MB, over train.memory_limit_mb={limit_mb}"
-            )
-        time.sleep(SAMPLE_S)
+    """Wait for the child, reading its peak resident memory (the kernel's high-water mark,
+    VmHWM: every peak, however brief, up to the read) every SAMPLE_S with a limit, or every
+    IDLE_SAMPLE_S without one, and once more when it is reaped; with a limit, kill it once its
+    memory has passed the limit, as an OOM killer would. The wait sleeps on the child's exit
+    between reads: a watcher that woke every few milliseconds made each timed step about 1%
+    slower on 2 cores (bench_sources.py). The peak goes to `evidence`. Returns the exit code
+    and, when it was killed here, why."""
+    if evidence is not None:
+        # The kernel's count of a child at its end starts from the peak of the process it was
+        # started from (Linux keeps the old memory's high-water mark at exec): above the
+        # supervisor's own, it is the child's.
+        evidence.supervisor_mb = _own_peak_mb()
+    interval = SAMPLE_S if limit_mb else IDLE_SAMPLE_S
+    with _exit_of(child) as wait:
+        while (code := _reaped(child, os.WNOHANG, evidence)) is None:
+            peak = _peak_mb(child.pid)
+            if peak is not None and evidence is not None:
+                evidence.peak_rss_mb = max(evidence.peak_rss_mb, peak)
+            if limit_mb and peak is not None and peak > limit_mb:
+                child.kill()
+                code = _reaped(child, 0, evidence)
+                return code, (
+                    f"resident memory reached {peak:.0f} MB, over train.memory_limit_mb={limit_mb}"
+                )
+            wait(interval)
     return code, None
 
 
+def _peak_mb(pid: int) -> float | None:
+    """A live process's peak resident memory so far (VmHWM); without /proc, its resident memory
+    now; None where neither can be read (it just ended)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    import psutil
+
+    try:
+        return psutil.Process(pid).memory_info().rss / 2**20
+    except psutil.Error:
+        return None
+
+
+def _own_peak_mb() -> float:
+    """This process's own peak (VmHWM; not ru_maxrss, which holds its parent's peak too), or,
+    without /proc, ru_maxrss: an upper bound."""
+    import resource
+
+    own = _peak_mb(os.getpid())
+    return own if own is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@contextlib.contextmanager
+def _exit_of(child):
+    """A wait(seconds) that returns as soon as the child exits (a pidfd, Linux 5.3 or later),
+    or after `seconds`."""
+    try:
+        fd = os.pidfd_open(child.pid)
+    except (AttributeError, OSError):
+        yield time.sleep
+        return
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    try:
+        yield lambda seconds: poller.poll(int(seconds * 1000))
+    finally:
+        os.close(fd)
+
+
 def _reaped(child, options: int, evidence: Evidence | None) -> int | None:
-    """The child's exit code once it has ended (reaped here, its peak resident memory added to
-    `evidence`), or None while it runs (with os.WNOHANG)."""
+    """The child's exit code once it has ended (reaped here; the kernel's count of its peak
+    added to `evidence` where it is above the supervisor's own), or None while it runs (with
+    os.WNOHANG)."""
     try:
         pid, status, usage = os.wait4(child.pid, options)
-    except ChildProcessError:  # reaped already: its code is known, its peak is not
+    except ChildProcessError:  # reaped already: its code is known, its last peak is not
         return child.wait()
     if pid == 0:
         return None
     child.returncode = os.waitstatus_to_exitcode(status)
-    if evidence is not None:
-        # Linux counts ru_maxrss in kilobytes.
-        evidence.peak_rss_mb = max(evidence.peak_rss_mb, usage.ru_maxrss / 1024)
+    peak = usage.ru_maxrss / 1024  # kB on Linux
+    if evidence is not None and peak > evidence.supervisor_mb:
+        evidence.peak_rss_mb = max(evidence.peak_rss_mb, peak)
     return child.returncode

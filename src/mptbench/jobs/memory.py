@@ -153,7 +153,6 @@ class Evidence:
     shared_before: tuple[int, str] | None
     own: Cgroup | None = None
     peak_rss_mb: float = 0.0
-    supervisor_mb: float = 0.0  # the supervisor's own peak when the trainer started
     notes: list[str] = field(default_factory=list)
 
     @classmethod
@@ -215,20 +214,19 @@ def watch(child, limit_mb: int | None, evidence: Evidence | None = None) -> tupl
     between reads: a watcher that woke every few milliseconds made each timed step about 1%
     slower on 2 cores (bench_sources.py). The peak goes to `evidence`. Returns the exit code
     and, when it was killed here, why."""
-    if evidence is not None:
-        # The kernel's count of a child at its end starts from the peak of the process it was
-        # started from (Linux keeps the old memory's high-water mark at exec): above the
-        # supervisor's own, it is the child's.
-        evidence.supervisor_mb = _own_peak_mb()
+    # The kernel's count of a child at its end starts from the peak of the process it was
+    # started from (Linux keeps the old memory's high-water mark at exec): above the
+    # supervisor's own, it is the child's.
+    floor = _own_peak_mb()
     interval = SAMPLE_S if limit_mb else IDLE_SAMPLE_S
     with _exit_of(child) as wait:
-        while (code := _reaped(child, os.WNOHANG, evidence)) is None:
+        while (code := _reaped(child, os.WNOHANG, evidence, floor)) is None:
             peak = _peak_mb(child.pid)
             if peak is not None and evidence is not None:
                 evidence.peak_rss_mb = max(evidence.peak_rss_mb, peak)
             if limit_mb and peak is not None and peak > limit_mb:
                 child.kill()
-                code = _reaped(child, 0, evidence)
+                code = _reaped(child, 0, evidence, floor)
                 return code, (
                     f"resident memory reached {peak:.0f} MB, over train.memory_limit_mb={limit_mb}"
                 )
@@ -236,15 +234,23 @@ def watch(child, limit_mb: int | None, evidence: Evidence | None = None) -> tupl
     return code, None
 
 
-def _peak_mb(pid: int) -> float | None:
-    """A live process's peak resident memory so far (VmHWM); without /proc, its resident memory
-    now; None where neither can be read (it just ended)."""
+def _high_water_mb(pid: int) -> float | None:
+    """A live process's own peak resident memory so far (VmHWM), or None without it."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024  # kB
     except (OSError, ValueError, IndexError):
         pass
+    return None
+
+
+def _peak_mb(pid: int) -> float | None:
+    """A live process's peak resident memory so far (VmHWM); without /proc, its resident memory
+    now; None where neither can be read (it just ended)."""
+    peak = _high_water_mb(pid)
+    if peak is not None:
+        return peak
     import psutil
 
     try:
@@ -258,7 +264,7 @@ def _own_peak_mb() -> float:
     without /proc, ru_maxrss: an upper bound."""
     import resource
 
-    own = _peak_mb(os.getpid())
+    own = _high_water_mb(os.getpid())
     return own if own is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -279,10 +285,10 @@ def _exit_of(child):
         os.close(fd)
 
 
-def _reaped(child, options: int, evidence: Evidence | None) -> int | None:
+def _reaped(child, options: int, evidence: Evidence | None, floor: float) -> int | None:
     """The child's exit code once it has ended (reaped here; the kernel's count of its peak
-    added to `evidence` where it is above the supervisor's own), or None while it runs (with
-    os.WNOHANG)."""
+    added to `evidence` where it is above `floor`, the supervisor's own), or None while it runs
+    (with os.WNOHANG)."""
     try:
         pid, status, usage = os.wait4(child.pid, options)
     except ChildProcessError:  # reaped already: its code is known, its last peak is not
@@ -291,6 +297,6 @@ def _reaped(child, options: int, evidence: Evidence | None) -> int | None:
         return None
     child.returncode = os.waitstatus_to_exitcode(status)
     peak = usage.ru_maxrss / 1024  # kB on Linux
-    if evidence is not None and peak > evidence.supervisor_mb:
+    if evidence is not None and peak > floor:
         evidence.peak_rss_mb = max(evidence.peak_rss_mb, peak)
     return child.returncode

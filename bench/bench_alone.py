@@ -400,26 +400,35 @@ def _settled(rows: list[dict], cell: Cell, precision: float, ratio_precision: fl
                and narrow(found[p]["ratio_by_cycle"], ratio_precision) for p in cell.others)
 
 
-def measure(cell: Cell, args, log) -> list[dict]:
+def cell_files(cell: Cell, work: Path, train_per_class: int, folder: Path):
+    """The cell's runs as the workflow composes them, the environment the supervisor gives its
+    trainer, the prepared fixture (built once under `work`), and each run's JSON in `folder`
+    by policy: what a fresh process needs to train the cell."""
     from bench_overhead import job_env, setup
 
-    from mptbench.core import hardware
     from mptbench.core.contract import encode
-    from mptbench.jobs.trainer import Trainer
 
     runs = compose_runs(cell, list(cell.policies))
     env = job_env(runs[0])
-    ns = argparse.Namespace(work=args.work, image_size=cell.image_size,
-                            train_per_class=args.train_per_class)
+    ns = argparse.Namespace(work=work, image_size=cell.image_size,
+                            train_per_class=train_per_class)
     prepared, _ = setup(ns, env)
-    folder = args.work.resolve() / cell.tag
     folder.mkdir(parents=True, exist_ok=True)
-    kept = args.work.resolve() / f"{cell.tag}.jsonl"
-    rows = _kept(kept)
     run_files = {}
     for run in runs:
         run_files[run.policy.name] = folder / f"run-{run.policy.name}.json"
         run_files[run.policy.name].write_text(json.dumps(encode(run)))
+    return runs, env, prepared, run_files
+
+
+def measure(cell: Cell, args, log) -> list[dict]:
+    from mptbench.core import hardware
+    from mptbench.jobs.trainer import Trainer
+
+    folder = args.work.resolve() / cell.tag
+    runs, env, prepared, run_files = cell_files(cell, args.work, args.train_per_class, folder)
+    kept = args.work.resolve() / f"{cell.tag}.jsonl"
+    rows = _kept(kept)
     trainer = Trainer(sys.executable, runs, [str(folder / f"{p}.record") for p in cell.policies])
     started = time.monotonic()
     cycle = len(_steps(rows, "group", BASELINE, len))

@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_alone import WORK, Cell, compose_runs  # noqa: E402
+from bench_alone import WORK, Cell, cell_files  # noqa: E402
 
 CONDITIONS = ("alone", "group", "poller", "cgroup")
 # Timed steps per segment: about 5 s of each policy at 128 px on a 2-core host.
@@ -338,23 +338,13 @@ def main(argv=None) -> None:
     if args.report_only:
         report(_kept(args.report_only))
         return
-    from bench_overhead import job_env, setup
-
     from mptbench.core import hardware
-    from mptbench.core.contract import encode
 
     cell = Cell.parse(args.cell, args.batch_size)
-    runs = compose_runs(cell, list(cell.policies))
-    env = job_env(runs[0])
-    ns = argparse.Namespace(work=args.work, image_size=cell.image_size,
-                            train_per_class=args.train_per_class)
-    prepared, _ = setup(ns, env)
     folder = args.work.resolve() / f"sources-{cell.tag}"
-    folder.mkdir(parents=True, exist_ok=True)
-    files = []
-    for run in runs:
-        files.append(folder / f"run-{run.policy.name}.json")
-        files[-1].write_text(json.dumps(encode(run)))
+    _, env, prepared, run_files = cell_files(cell, args.work, args.train_per_class, folder)
+    files = ",".join(str(run_files[p]) for p in cell.policies)
+    mode, count = ("steps", args.steps) if args.steps else ("segments", args.cycles)
     out = args.out or folder / ("steps.jsonl" if args.steps else "segments.jsonl")
     each = f"{args.steps} pairs a policy and candidate" if args.steps else f"{args.cycles} cycles"
     print(f"CPU: {hardware.cpu_name()}; {cell.tag}; {args.processes} processes of {each}; "
@@ -364,8 +354,7 @@ def main(argv=None) -> None:
         part = folder / f"process-{process}.jsonl"
         part.unlink(missing_ok=True)
         ticks, started = hardware.cpu_ticks(), time.monotonic()
-        mode, count = ("steps", args.steps) if args.steps else ("segments", args.cycles)
-        subprocess.run([sys.executable, __file__, "--child", mode, ",".join(map(str, files)),
+        subprocess.run([sys.executable, __file__, "--child", mode, files,
                         str(prepared), str(count), str(part)], env=env, check=True)
         stolen = hardware.stolen_percent(ticks, hardware.cpu_ticks())
         got = [json.loads(line) | {"process": process} for line in part.read_text().splitlines()]

@@ -24,7 +24,7 @@ from workflow_helpers import (
     snakemake,
 )
 
-from mptbench.core.opclasses import CLASSES
+from mptbench.core.opclasses import CLASSES, STEP_CLASSES
 
 pytestmark = [pytest.mark.slow, pytest.mark.workflow]
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,11 +99,18 @@ def test_smoke_cells_are_profiled_in_every_repeat_and_their_classes_close(smoke)
         # range over them.
         assert (by_class["profiles"] == min(measured["repeats"], 2)).all()
         assert (by_class["ms_min"] <= classes).all() and (classes <= by_class["ms_max"]).all()
-        # The profiled step and the timed step side by side, as measured; the measured classes
-        # close on the profiled step (the 15% test for long steps is tests/jobs/test_profiles).
+        # The profiled step and the timed step side by side, as measured. The measured classes
+        # close on the train function's part of the profiled step; on the whole of it only
+        # where the step is long (tests/jobs/test_profiles): a smoke step is 8-25 ms, and
+        # under a full test run the Python around it took up to 40%.
         assert (by_class["timed_ms_per_step"] == measured["ms_per_step"]).all()
         assert (by_class["profiled_ms_per_step"] == measured["profiled_ms_per_step"]).all()
-        assert 0.7 < by_class["closure"].iloc[0] < 1.3
+        first = by_class.iloc[0]
+        assert 0 < first["function_ms_per_step"] <= first["profiled_ms_per_step"]
+        accounted = classes[[c for c in STEP_CLASSES if c != "unattributed"]].sum()
+        assert accounted / first["threads"] / first["function_ms_per_step"] == pytest.approx(
+            1, abs=0.15)
+        assert 0 < first["closure"] < 1.15
         assert by_class.loc["background_input", "ms_per_step"] > 0
         assert not by_class.loc["background_input", "in_step"]
         assert classes["framework"] > 0 and classes["idle"] > 0
@@ -131,7 +138,7 @@ def test_every_cell_has_its_peak_memory_and_the_report_says_what_fits(smoke):
     summary = pd.read_csv(smoke / "results/smoke/report/summary.csv")
     assert (summary["peak_memory_mb"] > 100).all()  # TensorFlow alone takes more
     assert set(summary["peak_memory_source"]) <= {"cgroup memory.max_usage_in_bytes",
-                                                  "cgroup memory.peak", "ru_maxrss"}
+                                                  "cgroup memory.peak", "VmHWM"}
     assert (summary["fits_at_batch"]).all() and set(summary["largest_fit_batch"]) == {8}
     mixed = summary[summary["policy"] == "mixed_float16"]
     assert mixed["memory_vs_baseline"].between(0.3, 3).all()

@@ -24,7 +24,8 @@ def _record(policy: str, convs: float, timed: float, profiled: float, closure: f
             "classes_min_ms": {c: 0.9 * v for c, v in classes.items()},
             "classes_max_ms": {c: 1.1 * v for c, v in classes.items()},
             "threads": 2, "profiled_ms_per_step": profiled, "timed_ms_per_step": timed,
-            "closure": closure, "profiles": 3, "profile_steps": 6,
+            "function_ms_per_step": profiled - 1, "closure": closure, "profiles": 3,
+            "profile_steps": 6,
         },
     }
 
@@ -62,6 +63,10 @@ def test_the_table_keeps_raw_ms_the_threads_and_both_steps():
     assert "unattributed" not in text and "background" not in text
     rows = {r["name"]: r for r in explained["comparison"]["rows"]}
     assert rows["profiled step"]["baseline"] == 13.0 and rows["profiled step"]["policy"] == 10.0
+    # What of it the train function took: the rest is Python and callbacks around the step.
+    inside = rows["of which in the train function"]
+    assert (inside["baseline"], inside["policy"]) == (12.0, 9.0)
+    assert conv["function_ms_per_step"] == 12.0
     assert rows["timed step (no profiler)"]["ratio"] == pytest.approx(11 / 9)
     assert closure_text(explained) == (
         "The measured classes account for 96% (float32) and 102% (mixed_float16) of the "
@@ -77,9 +82,10 @@ def test_a_profile_without_a_timeline_shows_no_framework_idle_or_closure():
     for r in records:
         for cls in ("framework", "idle", "unattributed"):
             del r["breakdown"]["classes_ms"][cls]
-        r["breakdown"] |= {"threads": None, "closure": None}
+        r["breakdown"] |= {"threads": None, "closure": None, "function_ms_per_step": None}
     table = breakdown_table(records)
     [explained] = explain(table, _summary(records))
     names = [r["name"] for r in explained["comparison"]["rows"]]
     assert "unattributed" not in names and not any(n.startswith("idle") for n in names)
+    assert "of which in the train function" not in names and "profiled step" in names
     assert closure_text(explained) is None

@@ -186,6 +186,11 @@ def _input_s(r: ArmResult) -> float | None:
     return None if wall is None or cpu is None else max(wall, cpu) / 1000
 
 
+def _median_of(found: list[dict], key: str) -> float | None:
+    values = [b[key] for b in found if b.get(key) is not None]
+    return statistics.median(values) if values else None
+
+
 def attach_breakdown(record: dict[str, Any], repeats: list[ArmResult]) -> None:
     """The op-class breakdown of every profiled repeat, and per class its median over them
     with their range (a class's spread shows how far one profile is to be trusted), beside
@@ -198,7 +203,7 @@ def attach_breakdown(record: dict[str, Any], repeats: list[ArmResult]) -> None:
         xplane = xplane_of(profile.dir)
         if xplane is None:
             raise RuntimeError(f"the profiler wrote no *.xplane.pb under {profile.dir}")
-        found = breakdown(xplane, profile.steps, 1000 * statistics.median(profile.step_s),
+        found = breakdown(xplane, profile.steps, 1000 * statistics.fmean(profile.step_s),
                           profile.scopes)
         each.append(found | {"xplane": str(xplane)})
     classes = {c: [b["classes_ms"][c] for b in each if c in b["classes_ms"]]
@@ -211,6 +216,7 @@ def attach_breakdown(record: dict[str, Any], repeats: list[ArmResult]) -> None:
         "profiled_ms_per_step": statistics.median(b["profiled_ms_per_step"] for b in each),
         "timed_ms_per_step": record.get("ms_per_step"),
         "closure": statistics.median(closures) if closures else None,
+        "function_ms_per_step": _median_of(each, "function_ms_per_step"),
         "threads": each[0].get("threads"),
         "concurrency": statistics.median(b["concurrency"] for b in each if b["concurrency"]),
         "profiles": len(each),

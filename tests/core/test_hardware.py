@@ -2,6 +2,7 @@
 runs; a job on other hardware than its probe's is stopped with one line."""
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -65,3 +66,23 @@ def test_steal_time_is_read_as_a_share_of_the_machines_cpu_between_two_readings(
     assert hardware.cpu_ticks(str(stat)) is None
     assert hardware.cpu_ticks(str(tmp_path / "missing")) is None
     assert hardware.stolen_percent(None, before) is None
+
+
+def test_a_process_peak_is_its_own_not_the_one_it_was_started_from():
+    """VmHWM starts afresh at exec; ru_maxrss keeps the parent's peak: a small child of a
+    600 MB parent reads under 100 MB by peak_resident_mb and 600 MB or more by ru_maxrss."""
+    import json
+    import subprocess
+    import sys
+
+    child = ("import json, resource; from mptbench.core.hardware import peak_resident_mb; "
+             "print(json.dumps([peak_resident_mb(), "
+             "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]))")
+    parent = ("import subprocess, sys; held = bytearray(600 << 20); "
+              f"subprocess.run([sys.executable, '-c', {child!r}], check=True)")
+    src = str(Path(hardware.__file__).resolve().parents[2])
+    out = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True,
+                         check=True, env=os.environ | {"PYTHONPATH": src}, timeout=60)
+    own, inherited = json.loads(out.stdout)
+    assert 0 < own < 100 and inherited >= 600
+    assert hardware.peak_resident_mb(2**22 + 12345) is None  # no such process

@@ -137,7 +137,7 @@ def test_every_key_the_train_job_writes_is_a_field_or_a_named_structural_part(tm
         r.policy.name: ProbeResult("tensorflow", "pypi", "cpu", r.policy.name, 32, points)
         for r in runs
     }
-    tries = [{"batch_size": 8, "outcome": "ok", "peak_mb": 300.0, "peak_source": "ru_maxrss"}]
+    tries = [{"batch_size": 8, "outcome": "ok", "peak_mb": 300.0, "peak_source": "VmHWM"}]
     fits = {
         r.policy.name: {"tries": tries, "largest_fit": 64, "memory_limit_mb": None} for r in runs
     }

@@ -21,7 +21,7 @@ def _machine(largest: int, calls: list[int] | None = None, other: dict | None = 
         if other and batch in other:
             return FitResult(batch, other[batch], "it died")
         if batch <= largest:
-            return FitResult(batch, "ok", None, 100 + 10 * batch, "ru_maxrss", [0.1, 0.1])
+            return FitResult(batch, "ok", None, 100 + 10 * batch, "VmHWM", [0.1, 0.1])
         return FitResult(batch, "oom", "ResourceExhaustedError: OOM when allocating")
 
     return attempt
@@ -75,7 +75,7 @@ def test_a_cell_keeps_its_own_batch_sizes_peak(batch, peak):
     figures = cell_memory(fits, batch)
     assert figures.get("peak_memory_mb") == peak
     if peak:
-        assert figures["peak_memory_source"] == "ru_maxrss"
+        assert figures["peak_memory_source"] == "VmHWM"
     assert figures["fits_at_batch"] is (peak is not None)
     assert figures["largest_fit_batch"] == found.largest_fit and figures["memory_limit_mb"] == 1536
 

@@ -5,8 +5,9 @@ fits from these tries).
 In-memory data keeps the input pipeline's cache out of the figure: what is measured is the
 model, its optimizer state and activations at this batch size, and the framework around them.
 On a GPU the figure is the framework's own peak of device memory; on a CPU it is this
-process's peak resident set (ru_maxrss), which the launcher replaces by the trainer's own
-cgroup's peak where it has one.
+process's own peak resident set (VmHWM: not ru_maxrss, which starts at the peak of the
+supervisor it was started from), which the launcher replaces by the trainer's own cgroup's
+peak where it has one.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 
 from mptbench.core.contract import FitJob, FitResult
 from mptbench.core.devices import Device, gpu_facts
+from mptbench.core.hardware import RESIDENT_PEAK, peak_resident_mb
 from mptbench.core.outcomes import Outcome
 from mptbench.engine.backends import Session
 from mptbench.engine.feed import random_batch
@@ -65,8 +67,10 @@ def fit_try(session: Session, job: FitJob, prepared: dict) -> FitResult:
         return FitResult(batch, known[0], known[1], fingerprint=facts)
     if device.is_gpu:
         peak, source = session.backend.gpu_peak_mb(session.framework)
-    else:  # Linux reports it in KiB
-        peak, source = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "ru_maxrss"
+    else:
+        peak, source = peak_resident_mb(), RESIDENT_PEAK
+        if peak is None:  # no /proc: an upper bound, the supervisor's peak included (KiB)
+            peak, source = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "ru_maxrss"
     print(f"batch {batch}: ok, peak {peak:.0f} MB ({source}), steps "
           + ", ".join(f"{s:.3f}" for s in steps) + " s", flush=True)
     return FitResult(batch, Outcome.OK, None, peak, source, steps, facts)

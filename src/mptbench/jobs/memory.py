@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mptbench.core.hardware import peak_resident_mb
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # Of the shared cgroup's limit, how much the trainer must have held for its count to be blamed
 # on the trainer.
@@ -234,21 +236,10 @@ def watch(child, limit_mb: int | None, evidence: Evidence | None = None) -> tupl
     return code, None
 
 
-def _high_water_mb(pid: int) -> float | None:
-    """A live process's own peak resident memory so far (VmHWM), or None without it."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024  # kB
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 def _peak_mb(pid: int) -> float | None:
     """A live process's peak resident memory so far (VmHWM); without /proc, its resident memory
     now; None where neither can be read (it just ended)."""
-    peak = _high_water_mb(pid)
+    peak = peak_resident_mb(pid)
     if peak is not None:
         return peak
     import psutil
@@ -264,7 +255,7 @@ def _own_peak_mb() -> float:
     without /proc, ru_maxrss: an upper bound."""
     import resource
 
-    own = _high_water_mb(os.getpid())
+    own = peak_resident_mb()
     return own if own is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

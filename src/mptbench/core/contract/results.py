@@ -117,7 +117,8 @@ class ModelInfo:
 class FitResult:
     """One try of a batch size: its outcome (ok, oom, ...) and, where it ran, its peak memory
     and where that figure comes from (the framework's device peak on a GPU; on a CPU the
-    trainer's own cgroup's peak, else its peak resident set, ru_maxrss)."""
+    trainer's own cgroup's peak, else its own peak resident set, VmHWM; ru_maxrss, which holds
+    its supervisor's peak too, only without /proc)."""
 
     batch_size: int
     outcome: str

@@ -26,6 +26,7 @@ from mptbench.report.tables import (
     plain_table,
     policy_table,
 )
+from mptbench.report.thresholds import OUTSIDE_NOTED
 
 PLOT_ALT = {
     "ms_per_step.png": "mean ms per step against batch size, per policy, with 95% intervals",
@@ -137,7 +138,18 @@ def closure_text(explained: dict) -> str | None:
     shown = [f"{c:.0%} ({p})" for c, p in closures if c is not None]
     if not shown:
         return None
-    return f"The measured classes account for {' and '.join(shown)} of the profiled step."
+    text = f"The measured classes account for {' and '.join(shown)} of the profiled step."
+    rows = {r["name"]: r for r in explained["comparison"]["rows"]}
+    inside, step = rows.get("of which in the train function"), rows["profiled step"]
+    if inside is None:
+        return text
+    parts = [(inside[side], step[side], p) for side, p in zip(("baseline", "policy"), policies,
+                                                                  strict=True)]
+    if all(i >= OUTSIDE_NOTED * s for i, s, _ in parts):
+        return text
+    took = " and ".join(f"{fmt_ms(i)} of {fmt_ms(s)} ms ({p})" for i, s, p in parts)
+    return (f"{text} Keras' train function took {took}: the rest is Python and callbacks "
+            "around it, which a busy machine makes longer.")
 
 
 @dataclass

@@ -33,3 +33,8 @@ BREAKDOWN_CHANGE = 0.02
 # An unchanged class is worth naming ("batch norm did not change") when it took at least this
 # share of float32's step.
 BREAKDOWN_NOTABLE = 0.05
+
+# Where Keras' train function took less than this share of the profiled step under either
+# policy, the closure's sentence says how much it took: the rest is Python and callbacks
+# around the step, and it is why such a closure reads low.
+OUTSIDE_NOTED = 0.9

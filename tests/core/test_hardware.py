@@ -86,3 +86,5 @@ def test_a_process_peak_is_its_own_not_the_one_it_was_started_from():
     own, inherited = json.loads(out.stdout)
     assert 0 < own < 100 and inherited >= 600
     assert hardware.peak_resident_mb(2**22 + 12345) is None  # no such process
+    own, source = hardware.own_peak_mb()
+    assert source == "VmHWM" and own == pytest.approx(hardware.peak_resident_mb(), rel=0.01)

@@ -136,8 +136,9 @@ def stolen_percent(before: tuple[int, int] | None, after: tuple[int, int] | None
     return 100 * (after[0] - before[0]) / (after[1] - before[1])
 
 
-# What a peak from peak_resident_mb is called where its source is named.
+# Where own_peak_mb's figure came from, as a peak's source is named.
 RESIDENT_PEAK = "VmHWM"
+RUSAGE_PEAK = "ru_maxrss"
 
 
 def peak_resident_mb(pid: int | str = "self") -> float | None:
@@ -153,6 +154,18 @@ def peak_resident_mb(pid: int | str = "self") -> float | None:
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def own_peak_mb() -> tuple[float, str]:
+    """This process's own peak resident memory in MB and where it came from: VmHWM, or,
+    without /proc, getrusage's ru_maxrss (an upper bound: it holds the peak of the process
+    this one was started from too)."""
+    own = peak_resident_mb()
+    if own is not None:
+        return own, RESIDENT_PEAK
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, RUSAGE_PEAK  # kB on Linux
 
 
 class Mismatch(Exception):

@@ -13,12 +13,11 @@ peak where it has one.
 from __future__ import annotations
 
 import os
-import resource
 import time
 
 from mptbench.core.contract import FitJob, FitResult
 from mptbench.core.devices import Device, gpu_facts
-from mptbench.core.hardware import RESIDENT_PEAK, peak_resident_mb
+from mptbench.core.hardware import own_peak_mb
 from mptbench.core.outcomes import Outcome
 from mptbench.engine.backends import Session
 from mptbench.engine.feed import random_batch
@@ -68,9 +67,7 @@ def fit_try(session: Session, job: FitJob, prepared: dict) -> FitResult:
     if device.is_gpu:
         peak, source = session.backend.gpu_peak_mb(session.framework)
     else:
-        peak, source = peak_resident_mb(), RESIDENT_PEAK
-        if peak is None:  # no /proc: an upper bound, the supervisor's peak included (KiB)
-            peak, source = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "ru_maxrss"
+        peak, source = own_peak_mb()
     print(f"batch {batch}: ok, peak {peak:.0f} MB ({source}), steps "
           + ", ".join(f"{s:.3f}" for s in steps) + " s", flush=True)
     return FitResult(batch, Outcome.OK, None, peak, source, steps, facts)

@@ -32,7 +32,7 @@ from mptbench.core.contract import (
 )
 from mptbench.core.devices import Device
 from mptbench.core.files import read_json, write_json
-from mptbench.core.hardware import RESIDENT_PEAK
+from mptbench.core.hardware import RESIDENT_PEAK, RUSAGE_PEAK
 from mptbench.core.outcomes import classify_death
 from mptbench.jobs import device_lock, memory
 
@@ -151,7 +151,7 @@ class Engine:
             if code != 0 or not out.exists():
                 raise EngineFailed(_why(code, out))
             result = decode(result_type, read_json(out))
-            if isinstance(job, FitJob) and result.peak_source in (RESIDENT_PEAK, "ru_maxrss"):
+            if isinstance(job, FitJob) and result.peak_source in (RESIDENT_PEAK, RUSAGE_PEAK):
                 result.peak_mb, result.peak_source = evidence.own_peak() or (
                     result.peak_mb,
                     result.peak_source,

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mptbench.core.hardware import peak_resident_mb
+from mptbench.core.hardware import own_peak_mb, peak_resident_mb
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # Of the shared cgroup's limit, how much the trainer must have held for its count to be blamed
@@ -219,7 +219,7 @@ def watch(child, limit_mb: int | None, evidence: Evidence | None = None) -> tupl
     # The kernel's count of a child at its end starts from the peak of the process it was
     # started from (Linux keeps the old memory's high-water mark at exec): above the
     # supervisor's own, it is the child's.
-    floor = _own_peak_mb()
+    floor, _ = own_peak_mb()
     interval = SAMPLE_S if limit_mb else IDLE_SAMPLE_S
     with _exit_of(child) as wait:
         while (code := _reaped(child, os.WNOHANG, evidence, floor)) is None:
@@ -248,15 +248,6 @@ def _peak_mb(pid: int) -> float | None:
         return psutil.Process(pid).memory_info().rss / 2**20
     except psutil.Error:
         return None
-
-
-def _own_peak_mb() -> float:
-    """This process's own peak (VmHWM; not ru_maxrss, which holds its parent's peak too), or,
-    without /proc, ru_maxrss: an upper bound."""
-    import resource
-
-    own = peak_resident_mb()
-    return own if own is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 @contextlib.contextmanager

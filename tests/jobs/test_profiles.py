@@ -10,7 +10,7 @@ import pytest
 from mptbench.core.opclasses import CLASSES, STEP_CLASSES
 from mptbench.core.policies import Policy
 from mptbench.engine.models import build_model
-from mptbench.jobs.profiles import EXECUTOR_LINES, breakdown, xplane_of
+from mptbench.jobs.profiles import EXECUTOR_LINES, breakdown, closure, xplane_of
 from mptbench.plan import compose_config, model_config
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -96,9 +96,7 @@ def _doctored(xplane: Path, folder: Path) -> Path:
 def in_function(found: dict) -> float:
     """How far the measured classes account for the train function's windows on the timeline,
     over the executor threads (the closure without the Python around the step)."""
-    classes = found["classes_ms"]
-    accounted = sum(classes[c] for c in STEP_CLASSES if c != "unattributed")
-    return accounted / found["threads"] / found["function_ms_per_step"]
+    return closure(found["classes_ms"], found["threads"], found["function_ms_per_step"])["closure"]
 
 
 def test_the_classes_close_on_a_long_step_and_a_doctored_profile_fails(tmp_path):

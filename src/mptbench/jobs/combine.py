@@ -208,14 +208,13 @@ def attach_breakdown(record: dict[str, Any], repeats: list[ArmResult]) -> None:
         each.append(found | {"xplane": str(xplane)})
     classes = {c: [b["classes_ms"][c] for b in each if c in b["classes_ms"]]
                for c in each[0]["classes_ms"]}
-    closures = [b["closure"] for b in each if b.get("closure") is not None]
     record["breakdown"] = {
         "classes_ms": {c: statistics.median(v) for c, v in classes.items()},
         "classes_min_ms": {c: min(v) for c, v in classes.items()},
         "classes_max_ms": {c: max(v) for c, v in classes.items()},
         "profiled_ms_per_step": statistics.median(b["profiled_ms_per_step"] for b in each),
         "timed_ms_per_step": record.get("ms_per_step"),
-        "closure": statistics.median(closures) if closures else None,
+        "closure": _median_of(each, "closure"),
         "function_ms_per_step": _median_of(each, "function_ms_per_step"),
         "threads": each[0].get("threads"),
         "concurrency": statistics.median(b["concurrency"] for b in each if b["concurrency"]),

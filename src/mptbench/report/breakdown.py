@@ -30,6 +30,9 @@ COLUMNS = [
     "profiled_ms_per_step", "function_ms_per_step", "timed_ms_per_step", "closure", "profiles",
     "profile_steps",
 ]
+# The comparison's rows after the classes: the profiled step, its part in Keras' train function
+# (on a CPU's timeline only) and the timed step.
+PROFILED_ROW, FUNCTION_ROW = "profiled step", "of which in the train function"
 # The sentence speaks of convolutions as one; the table keeps their three classes apart. It
 # names what was measured only: not the unattributed rest, not what overlapped the step.
 SENTENCE_GROUPS = {
@@ -127,8 +130,8 @@ def _comparison(base: pd.DataFrame, mine: pd.DataFrame) -> dict:
             continue  # not measured for either (framework and idle on a GPU)
         before, after = float(b.get(cls, 0.0)), float(m.get(cls, 0.0))
         rows.append(_row(name, before, after))
-    for column, name in (("profiled_ms_per_step", "profiled step"),
-                         ("function_ms_per_step", "of which in the train function"),
+    for column, name in (("profiled_ms_per_step", PROFILED_ROW),
+                         ("function_ms_per_step", FUNCTION_ROW),
                          ("timed_ms_per_step", "timed step (no profiler)")):
         before, after = base[column].iloc[0], mine[column].iloc[0]
         if pd.notna(before) and pd.notna(after):  # no train function's window on a GPU

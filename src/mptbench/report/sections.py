@@ -11,7 +11,7 @@ import pandas as pd
 from mptbench.core.links import experiment_link
 from mptbench.core.record import RUNS_TABLE
 from mptbench.plan.layout import GROUP_PLOTS, LEARNING_PLOT, group_file
-from mptbench.report.breakdown import explain, not_profiled
+from mptbench.report.breakdown import FUNCTION_ROW, PROFILED_ROW, explain, not_profiled
 from mptbench.report.diagnosis import diagnose
 from mptbench.report.published import (
     PUBLISHED_CPU_BATCH_SIZE,
@@ -140,7 +140,7 @@ def closure_text(explained: dict) -> str | None:
         return None
     text = f"The measured classes account for {' and '.join(shown)} of the profiled step."
     rows = {r["name"]: r for r in explained["comparison"]["rows"]}
-    inside, step = rows.get("of which in the train function"), rows["profiled step"]
+    inside, step = rows.get(FUNCTION_ROW), rows[PROFILED_ROW]
     if inside is None:
         return text
     parts = [(inside[side], step[side], p) for side, p in zip(("baseline", "policy"), policies,

@@ -124,7 +124,7 @@ def test_a_block_of_steps_gives_one_sample_of_the_per_step_time(tf, prepared32):
     """With steps_per_execution (on GPUs, so the loss is read back once per block) Keras calls
     back once per block of 4 steps; each sample is the block's time over its steps, so the
     samples times 4 account for the timed wall time. Whether block and single-step timing
-    agree within a few percent is a measurement, in bench/bench_precision.py."""
+    agree within a few percent is a measurement (bench/README.md, bench_precision.py)."""
     run = smoke_run(batch_size=32, epochs=1, steps_per_epoch=28, warmup_steps=4, timed_steps=None,
                min_timed_steps=1, time_budget_s=None, validate=False,
                synthetic_twin=False)
@@ -180,3 +180,25 @@ def test_profiles_take_at_most_their_seconds_but_one_step_at_least(step_s, steps
     train = smoke_run(profile_steps=4, profile_seconds=2.0).train
     assert profiled_steps(train, step_s) == steps
     assert profiled_steps(replace(train, profile_seconds=None), step_s) == 4
+
+
+def test_the_arms_order_rotates_from_one_repeat_to_the_next_and_each_times_its_whole_run(
+    tf, prepared32
+):
+    """Repeat 2 of a pair builds, starts and first runs the second policy: whatever going first
+    does falls on each arm in turn. The host's own speed is sampled before, between turns and
+    after; each arm times its validation batches after its steps, the first compiling."""
+    base = smoke_run(batch_size=4, epochs=2, steps_per_epoch=12, warmup_steps=1,
+                     timed_steps=8, min_timed_steps=8, time_budget_s=None, validate=True,
+                     round_samples=2, round_seconds=None, synthetic_twin=False,
+                     validation_steps=2, validation_seconds=None)
+    copy = replace(base, policy=Policy("float32_copy", "float32"))
+    job = RepeatJob("unused.json", (base, copy), "prepared.json", 1)
+    a, b = run_repeat(tf, job, prepared32).arms
+    assert (a.policy, a.position, b.policy, b.position) == ("float32", 1, "float32_copy", 0)
+    # 8 timed steps of 2 a turn: 4 rounds, 8 turns, a sample before, after, and between.
+    assert 2 <= len(a.host_s) == len(b.host_s) and a.host_s == b.host_s
+    assert a.measured["host_ms"] > 0
+    for arm in (a, b):
+        assert len(arm.validation_s) == 2 and arm.validation_note is None
+        assert arm.validation_first_s > max(arm.validation_s)  # it compiled the test step

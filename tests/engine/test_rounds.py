@@ -46,6 +46,16 @@ def test_the_arm_whose_turn_it_is_is_announced():
     assert announced == ["a", "b", "a"]
 
 
+def test_between_turns_runs_as_each_turn_passes_before_the_next_arm_begins():
+    """What engine/host.py times the host's speed in: after every turn, while no arm runs."""
+    seen = []
+    turns = Rounds(["a", "b"], samples=2, between_turns=lambda: seen.append(turns.current))
+    played = _play(turns, {"a": 4, "b": 4})
+    # A turn passed 3 times with arms left to run (the last end leaves none), each time seen
+    # with the arm about to begin named, under the lock its begin waits on.
+    assert "".join(a for a, _ in played) == "aabbbbaa" and seen == ["b", "b", "a"]
+
+
 @pytest.mark.parametrize("fails", [None, "b"])
 def test_threads_take_turns_and_one_that_fails_holds_no_one_up(fails):
     turns = Rounds(["a", "b", "c"], samples=3)
@@ -74,3 +84,30 @@ def test_threads_take_turns_and_one_that_fails_holds_no_one_up(fails):
     assert log.count("a") == 9 and log.count("c") == 9
     assert log.count("b") == (4 if fails else 9)
     assert "".join(log[:9]) == "aaabbbccc"  # one arm at a time, a turn after another
+
+
+def test_an_arm_done_timing_waits_until_every_arm_has_left():
+    """What fit does after its last step (Keras validates then) never runs beside another
+    arm's timed steps: the arm done first waits in wait_done until the last has left."""
+    turns = Rounds(["a", "b"], samples=1)
+    events = []
+
+    def a():
+        turns.begin("a")
+        turns.end("a", timed=True, done=True)
+        turns.wait_done()
+        events.append("a after its fit")
+
+    def b():
+        for _ in range(3):
+            turns.begin("b")
+            events.append("b step")
+            turns.end("b", timed=True)
+        turns.leave("b")
+
+    threads = [threading.Thread(target=f) for f in (a, b)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert events == ["b step"] * 3 + ["a after its fit"]

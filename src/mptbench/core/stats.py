@@ -67,19 +67,22 @@ def simultaneous(confidence: float, count: int) -> float:
 @dataclass(frozen=True)
 class Estimate:
     """exp(mean of logs) with its t interval; `n` processes, `log_se` the standard error of the
-    mean log (None with fewer than two processes: no interval)."""
+    mean log (None with fewer than two processes: no interval). `widening` (log) is added to
+    the interval's half-width on both sides: what a slowdown every process shared may have
+    moved the figure by, which no spread over processes shows (core/host.py)."""
 
     value: float
     n: int
     log_se: float | None
     confidence: float = CONFIDENCE
     df: int | None = None  # n - 1 unless the spread came from fewer (a first stage)
+    widening: float = 0.0
 
     @property
     def log_half_width(self) -> float | None:
         if self.log_se is None:
             return None
-        return t_quantile(self.confidence, self.df or self.n - 1) * self.log_se
+        return t_quantile(self.confidence, self.df or self.n - 1) * self.log_se + self.widening
 
     @property
     def low(self) -> float | None:

@@ -66,12 +66,22 @@ def cell_data(session: Session, run: Run, prepared: dict) -> tuple[Any, Any]:
         "one_hot_classes": num_classes if run.model.one_hot_labels else 0,
     }
     train = input_pipeline(tf, prepared, "train", batch_size, training=True, **pipeline)
-    validation = None
-    if run.train.validate and prepared["splits"].get("validation"):
-        validation = input_pipeline(
-            tf, prepared, "validation", batch_size, training=False, **pipeline
-        )
-    return train, validation
+    return train, validation_data(session, run, prepared) if run.train.validate else None
+
+
+def validation_data(session: Session, run: Run, prepared: dict) -> Any:
+    """The validation split as a cell's fit reads it after an epoch; None where the data has
+    none (random data, or a dataset without one)."""
+    if is_synthetic(prepared) or not prepared["splits"].get("validation"):
+        return None
+    import tensorflow as tf
+
+    classes = len(prepared["classes"])
+    return input_pipeline(
+        tf, prepared, "validation", run.cell.batch_size, training=False,
+        input_cfg=run.dataset.input, seed=run.seed,
+        one_hot_classes=classes if run.model.one_hot_labels else 0,
+    )
 
 
 def input_cost(

@@ -1,7 +1,13 @@
 """One repeat of a comparison group, in the engine: the cells of one model, backend, variant,
 device and batch size (one per policy: its arms) trained in one process, taking turns in
-rounds (engine/rounds.py), each timed step kept with its round; then each ok arm's synthetic
-twin, taking turns the same way, and its profile. The supervisor combines the repeats.
+rounds (engine/rounds.py), each timed step kept with its round, the host's own speed timed
+between turns (engine/host.py); then each ok arm's validation batches (engine/fullrun.py), its
+synthetic twin, taking turns the same way, and its profile. The supervisor combines the
+repeats.
+
+The order the arms are built, started and first take their turn in rotates from one repeat to
+the next (AB, BA, AB, ...), so whatever that order does to an arm falls on each in turn and is
+in the spread over processes rather than in every process alike.
 
 How a cell can end is listed in core/outcomes.py.
 """
@@ -22,6 +28,8 @@ from mptbench.core.outcomes import Outcome
 from mptbench.engine import feed, timing
 from mptbench.engine.backends import Session
 from mptbench.engine.fingerprint import on_device
+from mptbench.engine.fullrun import time_validation
+from mptbench.engine.host import HostCheck
 from mptbench.engine.models import build_model, jit_setting
 from mptbench.engine.rounds import Rounds
 
@@ -92,12 +100,15 @@ def _progress(path: str | None):
     return lambda arm: Path(path).write_text(arm)
 
 
-def in_turns(arms: list[Arm], fits: dict[str, dict], clocks: dict, progress: str | None) -> None:
-    """Each arm's fit in its own thread, timed by its clock, taking turns in rounds; an arm
-    whose fit raises leaves the rotation and keeps its error."""
+def in_turns(
+    arms: list[Arm], fits: dict[str, dict], clocks: dict, progress: str | None,
+    between_turns=None,
+) -> None:
+    """Each arm's fit in its own thread, timed by its clock, taking turns in rounds (the
+    first arm first); an arm whose fit raises leaves the rotation and keeps its error."""
     train = arms[0].run.train
     turns = Rounds([a.name for a in arms], train.round_samples, train.round_seconds,
-                   _progress(progress))
+                   _progress(progress), between_turns)
 
     def fit(arm: Arm) -> None:
         timer = timing.make_step_timer(clocks[arm.name], turns, arm.name)
@@ -126,7 +137,8 @@ def fit_length(run: Run, examples: int) -> dict[str, int]:
 
 
 def _real(session: Session, arms: list[Arm], prepared: dict, job: RepeatJob) -> None:
-    """The timed steps on the cell's data, each arm with its clock, taking turns."""
+    """The timed steps on the cell's data, each arm with its clock, taking turns; the host's
+    own speed before, between turns and after."""
     fits = {}
     for arm in arms:
         run = arm.run
@@ -134,12 +146,17 @@ def _real(session: Session, arms: list[Arm], prepared: dict, job: RepeatJob) -> 
         arm.clock = _clock(run)
         fit = fit_length(run, prepared["splits"]["train"])
         fits[arm.name] = dict(x=train_ds, validation_data=val_ds, verbose=run.train.verbose, **fit)
+    host = HostCheck(session, arms[0].run.device.host_check)
+    host.sample()
     ticks = hardware.cpu_ticks()
-    in_turns(arms, fits, {a.name: a.clock for a in arms}, job.progress)
+    in_turns(arms, fits, {a.name: a.clock for a in arms}, job.progress, host.between_turns)
     # What neighbours on the same host took while the arms trained (the report says so).
     stolen = hardware.stolen_percent(ticks, hardware.cpu_ticks())
-    if stolen is not None:
-        for arm in arms:
+    host.sample()
+    for arm in arms:
+        arm.result.host_s = list(host.samples)
+        arm.result.measured["host_ms"] = 1000 * statistics.median(host.samples)
+        if stolen is not None:
             arm.result.measured["cpu_stolen_pct"] = stolen
 
 
@@ -289,16 +306,31 @@ def _profiled(session: Session, arm: Arm, prepared: dict, path: str) -> None:
     arm.result.profile = _profile(session, arm.model, arm.run, prepared, str(folder), steps)
 
 
+def rotated(runs: tuple[Run, ...], repeat: int) -> list[Run]:
+    """The group's runs in repeat `repeat`'s order: rotated by one each repeat."""
+    k = repeat % len(runs)
+    return [*runs[k:], *runs[:k]]
+
+
+def _validated(session: Session, arm: Arm, prepared: dict) -> None:
+    """The arm's validation batches (a failure there is the arm's outcome, as in training)."""
+    try:
+        time_validation(session, arm, prepared)
+    except Exception as exc:  # noqa: BLE001 - classified, re-raised when unknown
+        _failed(session, arm, exc)
+
+
 def run_repeat(session: Session, job: RepeatJob, prepared: dict) -> RepeatResult:
     """Train and time one repeat of the group; known failures become an arm's outcome, others
-    are raised. Each ok arm with a profile_dir (and train.profile_steps > 0) is then profiled."""
+    are raised. Each ok arm then times its validation batches and, with a profile_dir (and
+    train.profile_steps > 0), is profiled. The arms come back in the job's order."""
     process = uuid.uuid4().hex[:12]
     first = job.runs[0]
     facts = on_device(session, first.cell.device, first.device.tf32)
     arms = [
         Arm(run, ArmResult(repeat=job.repeat, policy=run.policy.name, fingerprint=dict(facts),
-                           process=process))
-        for run in job.runs
+                           process=process, position=position))
+        for position, run in enumerate(rotated(job.runs, job.repeat))
     ]
     for arm in arms:
         _build(session, arm, prepared)
@@ -309,6 +341,8 @@ def run_repeat(session: Session, job: RepeatJob, prepared: dict) -> RepeatResult
         _judge(session, arm)
         if arm.clock is not None:
             _record_timing(arm)
+        if arm.result.outcome == Outcome.OK:
+            _validated(session, arm, prepared)
     ok = [a for a in live if a.result.outcome == Outcome.OK]
     twins = _input(session, ok, prepared) if job.twins else []
     if twins:
@@ -319,4 +353,6 @@ def run_repeat(session: Session, job: RepeatJob, prepared: dict) -> RepeatResult
             _profiled(session, arm, prepared, dirs[arm.name])
     for arm in arms:
         print(f"repeat {job.repeat + 1}, {arm.name}: {arm.result.outcome}", flush=True)
-    return RepeatResult(process=process, arms=[a.result for a in arms])
+    order = [r.policy.name for r in job.runs]
+    return RepeatResult(process=process,
+                        arms=sorted((a.result for a in arms), key=lambda r: order.index(r.policy)))

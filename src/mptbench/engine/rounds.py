@@ -9,6 +9,8 @@ ends first; an arm's warm-up comes first in its first turn and is not counted.
 Framework-free and thread-safe: in the engine each arm's Keras fit runs in its own thread and
 calls `begin` before and `end` after each sample (a step, or a block of steps), and `leave`
 when it stops; the simulation (bench/bench_coverage.py) calls them in order from one thread.
+`between_turns`, where given, runs as a turn passes to the next arm, before that arm may begin:
+while no arm computes (engine/host.py times the host's own speed there).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class Rounds:
         samples: int,
         seconds: float | None = None,
         on_turn: Callable[[str], None] | None = None,
+        between_turns: Callable[[], None] | None = None,
     ):
         if not arms:
             raise ValueError("no arm to time")
@@ -34,6 +37,7 @@ class Rounds:
         self._timed = 0
         self._timed_s = 0.0
         self._on_turn = on_turn
+        self._between = between_turns
         self._cv = threading.Condition()
         if on_turn:
             on_turn(self._queue[0])
@@ -70,6 +74,13 @@ class Rounds:
                 self._next()
             return round_
 
+    def wait_done(self) -> None:
+        """Wait until every arm has left: an arm done timing waits here before its `fit` goes
+        on (Keras validates after the step that stops it), so nothing it does afterwards runs
+        beside another arm's timed steps."""
+        with self._cv:
+            self._cv.wait_for(lambda: not self.live)
+
     def leave(self, arm: str) -> None:
         """`arm` stops timing (it is done, or it failed): the others go on without it."""
         with self._cv:
@@ -93,6 +104,8 @@ class Rounds:
             self.round += 1
             self._queue = self.order(self.round)
         self._timed, self._timed_s = 0, 0.0
+        if self._queue and self._between:
+            self._between()
         if self._queue and self._on_turn:
             self._on_turn(self._queue[0])
         self._cv.notify_all()

@@ -226,6 +226,8 @@ def make_step_timer(clock: StepClock, turns: Rounds | None = None, arm: str | No
                 self.model.stop_training = True
             if turns is not None:
                 after_turn(self.clock, turns, arm, stop)
+                if stop:  # what fit does after its last step waits for the others' steps
+                    turns.wait_done()
 
         def on_train_end(self, logs=None):
             self.clock.train_end()

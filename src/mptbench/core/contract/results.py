@@ -45,6 +45,15 @@ class ArmResult:
     profile_note: str | None = None
     process: str | None = None  # the process it shared with the group's other arms
     cpu_percent: float | None = None  # the supervisor's measurement of the trainer
+    position: int = 0  # where the process built, started and first ran it (0: first)
+    sequence: int | None = None  # the process's place in its train job's order (jobs/series.py)
+    # The host's own speed while the arms trained: the fixed kernel's samples (engine/host.py).
+    host_s: list[float] = field(default_factory=list)
+    # The whole run's validation (engine/fullrun.py): the first batch, which compiles the test
+    # step, and the steady ones after it; or why none was timed.
+    validation_first_s: float | None = None
+    validation_s: list[float] = field(default_factory=list)
+    validation_note: str | None = None
 
 
 @dataclass

@@ -182,6 +182,15 @@ class Calibrate:
 
 
 @dataclass(frozen=True)
+class HostCheck:
+    """device.<kind>.host_check: the host's own speed while a group is timed (engine/host.py)."""
+
+    size: int = setting("the float32 matmul's size (size x size)", **COUNT)
+    calls: int = setting("calls per sample; a sample is their median", **COUNT)
+    seconds: float = setting("a sample between turns at most this often", **POSITIVE)
+
+
+@dataclass(frozen=True)
 class DeviceConfig:
     """The device a cell runs on, with its kind's block of conf/device."""
 
@@ -193,6 +202,9 @@ class DeviceConfig:
         "steps per compiled call: one read-back of the loss per block", **COUNT
     )
     calibrate: dict[str, Any] = setting("how its peak per dtype is measured", shape=Calibrate)
+    host_check: dict[str, Any] = setting(
+        "a fixed kernel timed between turns: the host's own speed", shape=HostCheck
+    )
     threads: int | None = setting("cores a job on it takes", kinds=("gpu",), **COUNT)
     tf32: bool | None = setting(
         "float32 matmuls as TF32 (Ampere on); false: strict float32", kinds=("gpu",)
@@ -276,6 +288,12 @@ class TrainConfig:
         message="needs two batch sizes, the smaller first (e.g. [4, 32])",
     )
     validate: bool = setting("evaluate on the validation split after each epoch")
+    validation_steps: int = setting(
+        "validation batches timed per process, after a first that compiles; 0: none", minimum=0
+    )
+    validation_seconds: float | None = setting(
+        "fewer, once they took this long (one at least)", **POSITIVE
+    )
     synthetic_twin: bool | str = setting(
         "the same steps on in-memory tensors: true, false or always",
         allowed=(True, False, "always"),

@@ -1,0 +1,88 @@
+"""A whole training run, as Keras' `fit` spends it, from what one process measured.
+
+A timing run times steady steps; a user's `fit` also validates after every epoch (where it
+validates) and pays once, in its first epoch, for compiling its train and test steps and for
+its first batches. So a whole run is three parts, each measured in the process that timed the
+cell's steps (engine/fullrun.py times the validation):
+
+- steps: epochs x steps per epoch x the process's mean timed step;
+- validation: epochs x the validation split's batches (its last, partial one at its share of
+  a batch) x the mean timed validation batch, where the run validates;
+- the first epoch's one-time extra: the warm-up steps over as many steady steps, and the
+  first validation batch (it compiles the test step) over a steady one.
+
+Which run: train.epochs where that is more than one epoch (validating where train.validate
+says), else the 2020 experiment's: 20 epochs, validation after each (a one-epoch timing run is
+no training run). Each process gives its own total, so the whole run's interval is over
+processes like every other, and two policies timed in the same processes give a paired
+whole-run speedup (report/summary.py).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+# The 2020 experiment trained 20 epochs with validation after each (and timed the 20th).
+PUBLISHED_EPOCHS = 20
+PUBLISHED = "the 2020 experiment's"
+PARTS = ("steps", "validation", "first_epoch")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The training run a cell's figures are projected onto."""
+
+    epochs: int
+    validates: bool
+    source: str  # "train.epochs" or PUBLISHED
+    steps_per_epoch: int | None = None  # train.steps_per_epoch; None: the whole split
+
+    @property
+    def words(self) -> str:
+        """'20 epochs with validation after each'."""
+        run = f"{self.epochs} epoch{'s' * (self.epochs != 1)}"
+        return f"{run} with validation after each" if self.validates else run
+
+    def steps(self, train_examples: int, batch_size: int) -> int:
+        """Steps per epoch: train.steps_per_epoch, or the split's whole batches (fit drops
+        the last partial one)."""
+        return self.steps_per_epoch or max(1, train_examples // batch_size)
+
+
+def plan(train: Any) -> Plan:
+    """The run for `train` (a TrainConfig, or its dict in a record's config)."""
+    get = train.get if isinstance(train, dict) else lambda key: getattr(train, key)
+    epochs = int(get("epochs") or 1)
+    if epochs > 1:
+        return Plan(epochs, bool(get("validate")), "train.epochs", get("steps_per_epoch"))
+    return Plan(PUBLISHED_EPOCHS, True, PUBLISHED)
+
+
+def parts(
+    run: Plan,
+    steps_per_epoch: int,
+    validation_batches: float,
+    step_s: list[float],
+    warmup_s: list[float],
+    validation_first_s: float | None,
+    validation_s: list[float],
+) -> dict[str, float] | None:
+    """One process's whole run in seconds, part by part and in all; None where it lacks a part
+    the run has (no timed step; or a validating run without a timed validation batch)."""
+    if not step_s:
+        return None
+    step = statistics.fmean(step_s)
+    found = {
+        "steps": run.epochs * steps_per_epoch * step,
+        "validation": 0.0,
+        "first_epoch": sum(warmup_s) - len(warmup_s) * step,
+    }
+    if run.validates:
+        if not validation_s or validation_first_s is None or not validation_batches:
+            return None
+        batch = statistics.fmean(validation_s)
+        found["validation"] = run.epochs * validation_batches * batch
+        found["first_epoch"] += validation_first_s - batch
+    return found | {"total": sum(found.values())}

@@ -1,0 +1,43 @@
+"""A whole training run from one process's figures: steps, validation after each epoch, and
+the first epoch's one-time extra."""
+
+import pytest
+
+from mptbench.core.fullrun import PUBLISHED, parts, plan
+
+
+def test_a_one_epoch_timing_run_is_projected_onto_the_2020_experiments_run():
+    run = plan({"epochs": 1, "validate": False, "steps_per_epoch": 110})
+    assert (run.epochs, run.validates, run.source) == (20, True, PUBLISHED)
+    assert run.words == "20 epochs with validation after each"
+    # The 2020 run trains whole epochs: the split's whole batches, not the timing's 110 steps.
+    assert run.steps(9469, 32) == 295
+
+
+def test_a_longer_run_is_its_own_and_validates_as_it_says():
+    run = plan({"epochs": 5, "validate": False, "steps_per_epoch": 40})
+    assert (run.epochs, run.validates, run.source, run.steps(9469, 32)) == (
+        5, False, "train.epochs", 40)
+    assert run.words == "5 epochs"
+
+
+def test_parts_add_steps_validation_and_the_first_epochs_extra():
+    """20 epochs of 100 steps at 0.5 s; 10 validation batches of 0.2 s; two warm-up steps of
+    3.0 and 0.6 s (2.6 s over two steady ones); a first validation batch of 1.2 s (1.0 over)."""
+    found = parts(plan({"epochs": 1}), 100, 10, [0.5, 0.5], [3.0, 0.6], 1.2, [0.2, 0.2])
+    assert found["steps"] == pytest.approx(20 * 100 * 0.5)
+    assert found["validation"] == pytest.approx(20 * 10 * 0.2)
+    assert found["first_epoch"] == pytest.approx(2.6 + 1.0)
+    assert found["total"] == pytest.approx(1000 + 40 + 3.6)
+
+
+def test_a_run_that_does_not_validate_has_no_validation_part():
+    found = parts(plan({"epochs": 3, "validate": False}), 10, 4, [1.0], [2.0], None, [])
+    assert found == {"steps": 30.0, "validation": 0.0, "first_epoch": 1.0, "total": 31.0}
+
+
+@pytest.mark.parametrize("first, batches, why", [(None, [0.2], "no first batch"),
+                                                 (1.0, [], "no steady batch")])
+def test_a_validating_run_without_its_validation_timed_has_no_whole_run(first, batches, why):
+    assert parts(plan({"epochs": 1}), 10, 4, [1.0], [2.0], first, batches) is None, why
+    assert parts(plan({"epochs": 1}), 10, 4, [], [2.0], 1.0, [0.2]) is None  # no timed step

@@ -50,7 +50,7 @@ def test_a_second_machine_joins_the_report_and_other_hardware_is_caught(
     again = snakemake(checkout, "--cores", "2", "--forcerun", "train", "--config", *config,
                       timeout=300, env={**os.environ, TEST_CPU_NAME: "AMD EPYC 7B12"})
     assert again.returncode != 0
-    log = ours / "logs" / "train" / OTHER / "seed_convnet/tensorflow/pypi/cpu/bs8.log"
+    log = ours / "logs" / "train" / OTHER / "seed_convnet/tensorflow/pypi/cpu.log"
     last = log.read_text().strip().splitlines()[-1]
     assert last.startswith(f"error: this job landed on amd-epyc-7b12-{os.cpu_count()}c (host ")
     assert f"but the float32 probe ran on {OTHER} (host " in last

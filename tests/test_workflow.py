@@ -79,12 +79,32 @@ def test_smoke_run_reports_every_cell(smoke):
     assert mixed["speedup_paired"].all() and set(mixed["speedup_processes"]) == {repeats}
     assert (summary["input_bound_ratio_ci_low"] <= summary["input_bound_ratio"]).all()
     assert summary["predicted_step_s"].notna().all() and summary["prediction_error"].notna().all()
+    # The whole run (2 epochs with validation after each), with its interval; the host's speed.
+    assert (summary["fullrun_s_ci_low"] <= summary["fullrun_s"]).all()
+    assert (summary["fullrun_validation_s"] > 0).all() and set(summary["fullrun_epochs"]) == {2}
+    assert mixed["fullrun_speedup"].notna().all() and (summary["host_slowdown"] >= 1).all()
     html = (smoke / "results/smoke/report/index.html").read_text()
     assert "<table" in html and ".png" in html
     assert "Tesla V100" in html  # the published numbers beside ours
     assert html.count("<section id=") == 1  # one model, backend, variant and device
     # Runs link to the MLflow UI that `mlflow ui` serves for this store.
     assert 'href="http://127.0.0.1:5000/#/experiments/' in html
+
+
+def test_one_train_job_interleaves_the_groups_processes_and_rotates_their_order(smoke):
+    """The smoke's series: 2 groups (batch 4 and 8) of 2 processes each, one train job. Each
+    group's processes are spread among the other's: both groups' first processes ran before
+    either's second; within each process the policy that went first alternates."""
+    runs = sorted((smoke / "results/smoke/runs").rglob("*.json"))
+    records = [json.loads(p.read_text()) for p in runs]
+    sequence = {(r["batch_size"], x["repeat"]): x["sequence"] for r in records
+                for x in r["repeats"]}
+    assert sorted(sequence.values()) == [0, 1, 2, 3]  # one place per process of the job
+    assert max(sequence[(4, 1)], sequence[(8, 1)]) < min(sequence[(4, 2)], sequence[(8, 2)])
+    for record in records:
+        positions = [x["position"] for x in record["repeats"]]
+        assert sorted(positions) == [0, 1], positions
+    assert [p.name for p in (smoke / "results/smoke/logs/train").rglob("*.log")] == ["cpu.log"]
 
 
 def test_smoke_cells_are_profiled_in_every_repeat_and_their_classes_close(smoke):
@@ -277,8 +297,8 @@ def test_synthetic_data_needs_no_download_and_no_cache(checkout):
     assert dry.returncode == 0, dry.stderr[-3000:]
     counts = job_counts(dry.stdout + dry.stderr)
     assert "download" not in counts and "make_fixture" not in counts
-    # A train job per comparison group: 2 batch sizes, each timing both policies.
-    assert counts["prepare"] == 1 and counts["train"] == 2
+    # One train job for the series: its 2 batch sizes' groups, each timing both policies.
+    assert counts["prepare"] == 1 and counts["train"] == 1
 
 
 def test_config_keys_as_people_type_them(checkout):
@@ -290,7 +310,7 @@ def test_config_keys_as_people_type_them(checkout):
     )
     assert dry.returncode == 0, dry.stderr[-3000:]
     out = dry.stdout + dry.stderr
-    assert job_counts(out)["train"] == 3  # a group per batch size, both policies in each
+    assert job_counts(out)["train"] == 1  # the series: a group per batch size, interleaved
     cell = "mobilenet_v2/tensorflow/pypi/cpu/mixed_bfloat16/bs16"
     assert f"results/plain/runs/{MACHINE}/{cell}.json" in out
     typo = snakemake(checkout, "-n", "--config", "experiment=smoke", "sweep={batch_size: [4]}")
@@ -314,8 +334,10 @@ def test_default_dry_run_lists_the_full_grid(checkout):
     dry = snakemake(checkout, "-n")
     assert dry.returncode == 0, dry.stderr
     out = dry.stdout + dry.stderr
-    # CPU only here: 3 policies x 5 batch sizes.
-    assert job_counts(out)["train"] == 5  # a group of the 3 policies per batch size
+    # CPU only here: 3 policies x 5 batch sizes, one series of 5 groups in one train job.
+    assert job_counts(out)["train"] == 1
+    cell = "seed_convnet/tensorflow/pypi/cpu/mixed_bfloat16/bs512"
+    assert f"results/benchmark/runs/{MACHINE}/{cell}.json" in out
     assert "imagenette2-320.tgz" in out
 
 

@@ -10,8 +10,9 @@ from workflow_helpers import smoke_cell_run
 from mptbench.core.contract import ArmResult, RepeatResult
 from mptbench.core.policies import Policy
 from mptbench.core.stats import half_width_after, verdict
-from mptbench.jobs.group import _why_no_more
-from mptbench.jobs.repeats import futile, measure, speedups
+from mptbench.jobs.host import Reference
+from mptbench.jobs.repeats import futile, measure, measure_series, speedups
+from mptbench.jobs.series import _why_no_more
 from mptbench.jobs.trainer import Death
 
 
@@ -22,20 +23,25 @@ def _runs(*policies, **train):
 
 
 class Trainer:
-    """Repeats from a script: each process's steps per arm, or a death."""
+    """Repeats from a script: each process's steps per arm (and its host_ms under "host"), or
+    a death; `log` gets (name, repeat) for every process, in the order they ran."""
 
-    def __init__(self, script):
-        self.script, self.calls = list(script), []
+    def __init__(self, script, name="", log=None):
+        self.script, self.calls, self.name = list(script), [], name
+        self.log = [] if log is None else log
 
     def repeat(self, prepared, repeat, runs):
         self.calls.append([r.policy.name for r in runs])
+        self.log.append((self.name, repeat))
         step = self.script.pop(0)
         if isinstance(step, Death):
             return step
+        host = {"host_ms": step["host"]} if "host" in step else {}
         arms = [ArmResult(repeat, r.policy.name, {}, outcome="ok", step_s=step[r.policy.name],
-                          rounds=[0] * len(step[r.policy.name]), process=f"p{repeat}")
+                          rounds=[0] * len(step[r.policy.name]), process=f"{self.name}p{repeat}",
+                          measured=dict(host))
                 for r in runs]
-        return RepeatResult(f"p{repeat}", arms)
+        return RepeatResult(f"{self.name}p{repeat}", arms)
 
 
 def _process(base, other):
@@ -108,3 +114,29 @@ def test_a_death_is_blamed_on_the_arm_whose_turn_it_was_and_the_rest_go_on():
     measured = measure(trainer, "p.json", runs)
     assert measured.deaths["b"].outcome == "oom" and "a" not in measured.deaths
     assert trainer.calls == [["a", "b"], ["a"], ["a"]] and len(measured.results["a"]) == 2
+
+
+def test_a_series_spreads_each_groups_processes_among_the_others_in_a_drawn_order():
+    """Three groups of 3 processes: every group's k-th process runs before any group's
+    (k+1)-th, the order within each pass drawn anew, and each process's place is recorded."""
+    runs = _runs("a", "b", repeats=3, max_repeats=3, precision=0.03)
+    log: list = []
+    trainers = [Trainer([_process(1.0, 0.5)] * 3, name, log) for name in "xyz"]
+    found = measure_series([(t, runs) for t in trainers], "p.json", seed=1)
+    assert [repeat for _, repeat in log] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    passes = [tuple(name for name, r in log if r == k) for k in range(3)]
+    assert len(set(passes)) > 1  # not the same order every pass
+    sequences = sorted(a.sequence for m in found for a in m.results["a"])
+    assert sequences == list(range(9))
+
+
+def test_a_host_that_ran_slower_than_the_interval_allows_gets_the_most_processes():
+    """A tight speedup (±1%) whose first stage met the host at 1.5x its fastest in one
+    process: the group runs up to max_repeats, so a later spell can show what it did."""
+    runs = _runs("a", "b", repeats=3, max_repeats=5, precision=0.03)
+    script = [_process(1.0, 0.5) | {"host": ms} for ms in (10.0, 15.0, 10.1, 10.0, 10.2)]
+    trainer = Trainer(script)
+    measured = measure(trainer, "p.json", runs, Reference(None))
+    assert measured.repeats == 5
+    steady = Trainer([_process(1.0, 0.5) | {"host": ms} for ms in (10.0, 10.3, 10.1)])
+    assert measure(steady, "p.json", runs, Reference(None)).repeats == 3

@@ -19,7 +19,7 @@ from workflow_helpers import smoke_cell_run
 
 from mptbench.core.contract import ProbePoint, ProbeResult, encode
 from mptbench.core.record import METRICS
-from mptbench.jobs.group import train_group
+from mptbench.jobs.series import train_group
 from mptbench.jobs.trainer import Trainer
 
 pytestmark = pytest.mark.slow
@@ -129,7 +129,8 @@ def test_sigterm_to_the_job_ends_its_trainer_and_its_mlflow_run_as_killed(
     tmp_path, prepared32, tracking
 ):
     """What scancel, a SLURM time limit or `kill` does: SIGTERM to the job, not a death of its
-    trainer. No record (the next run redoes the cell), no trainer left training."""
+    trainer. No record (the next run goes on from the processes that finished), no trainer
+    left training."""
     command, record = _job(
         tmp_path, prepared32, tracking, epochs=1, steps_per_epoch=5000, timed_steps=4000,
         time_budget_s=None, max_step_seconds=None, validate=False, precision=None,
@@ -140,8 +141,8 @@ def test_sigterm_to_the_job_ends_its_trainer_and_its_mlflow_run_as_killed(
     out, _ = job.communicate(timeout=60)
     assert job.returncode == 128 + signal.SIGTERM, out[-2000:]
     assert out.splitlines()[-1] == (
-        "error: stopped by SIGTERM before the job finished; nothing written, the next run does "
-        "it again"
+        "error: stopped by SIGTERM before the job finished; no record written, the next run "
+        "goes on where it stopped"
     )
     assert not trainer.is_running() or trainer.status() == psutil.STATUS_ZOMBIE
     assert not record.exists() and not list(tmp_path.glob(".record.json.*"))

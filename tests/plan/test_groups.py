@@ -4,7 +4,7 @@ import pytest
 from smoke_plan import GROUP, smoke_plan
 
 from mptbench.plan import Cell, ConfigError
-from mptbench.plan.groups import comparison, fit_run, probe_run, train_runs
+from mptbench.plan.groups import comparison, fit_run, group_runs, probe_run, train_runs
 
 
 @pytest.fixture(scope="module")
@@ -16,9 +16,17 @@ def test_a_train_job_times_one_cell_per_policy_at_its_batch_size(smoke):
     cfg, cells = smoke
     group = comparison(cfg, cells, {**GROUP, "batch_size": "8"})
     assert [(c.policy, c.batch_size) for c in group] == [("float32", 8), ("mixed_float16", 8)]
-    runs = train_runs(cfg, cells, {**GROUP, "batch_size": "8"})
+    runs = group_runs(cfg, cells, {**GROUP, "batch_size": "8"})
     assert [run["cell"]["policy"] for run in runs] == ["float32", "mixed_float16"]
     assert {run["cell"]["batch_size"] for run in runs} == {8}
+
+
+def test_a_train_job_times_a_series_a_group_per_batch_size(smoke):
+    cfg, cells = smoke
+    series = train_runs(cfg, cells, GROUP)
+    assert [[(r["cell"]["policy"], r["cell"]["batch_size"]) for r in g] for g in series] == [
+        [("float32", 4), ("mixed_float16", 4)], [("float32", 8), ("mixed_float16", 8)]
+    ]
 
 
 def test_a_batch_size_outside_the_grid_is_no_comparison_of_the_experiment(smoke):

@@ -71,9 +71,15 @@ EXPERIMENT = CFG["name"]
 DATASET = CFG["dataset"]
 CELLS = grid(CFG, DEVICES, MACHINES)
 POLICIES = list(CFG["policy"])
-# A train job's outputs: each policy's record and profiles in the comparison group.
-GROUP_RECORDS = expand(layout.RUN_RECORD, policy=POLICIES, allow_missing=True)
-GROUP_PROFILES = expand(layout.PROFILE, policy=POLICIES, allow_missing=True)
+BATCH_SIZES = CFG["sweep"]["batch_sizes"]
+# A train job's outputs: every record and profile folder of its series (a comparison group per
+# batch size, a cell per policy in each).
+SERIES_RECORDS = expand(
+    layout.RUN_RECORD, policy=POLICIES, batch_size=BATCH_SIZES, allow_missing=True
+)
+SERIES_PROFILES = expand(
+    layout.PROFILE, policy=POLICIES, batch_size=BATCH_SIZES, allow_missing=True
+)
 ARCHIVE = layout.archive_path(DATASET)
 PREPARED = layout.prepared(DATASET)
 TRACKING = layout.TRACKING.format(experiment=EXPERIMENT)
@@ -132,6 +138,7 @@ probe_of_cell = partial(inputs.cell_probe, CFG)
 built_wheels = partial(inputs.built_wheels, CFG)
 local_inputs = inputs.local_inputs
 train_runs = partial(groups.train_runs, CFG, CELLS)
+group_runs = partial(groups.group_runs, CFG, CELLS)
 probe_run = partial(groups.probe_run, CFG)
 fit_run = partial(groups.fit_run, CFG, CELLS)
 model_of = partial(params.model, CFG)
@@ -140,6 +147,7 @@ backend_of = partial(params.backend, CFG)
 fit_settings = partial(params.fit_settings, CFG)
 build_copts = partial(params.build_copts, CFG)
 output_dir = params.output_dir
+host_reference = params.host_reference
 calibration_models = partial(calibrate.models, CFG, CELLS)
 calibration_batch = partial(calibrate.batch, CELLS)
 calibrate_settings = partial(calibrate.settings, CFG, CELLS)

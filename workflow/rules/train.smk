@@ -1,6 +1,7 @@
-# Training: one job per comparison group (its cells, one per policy, timed together), each
-# cell logged to MLflow and recorded as JSON; and the probes, fits searches, parity runs and
-# calibrations the groups draw on.
+# Training: one job per series (a model, backend, variant and device: its comparison groups, one
+# per batch size, each group's cells, one per policy, timed together, the groups' processes
+# interleaved), each cell logged to MLflow and recorded as JSON; and the probes, fits
+# searches, parity runs and calibrations the groups draw on.
 
 
 rule tracking_init:
@@ -65,8 +66,9 @@ rule probe:
 
 
 rule train:
-    # A comparison group: its cells (one per policy) timed together, taking turns in the same
-    # processes, so each speedup is measured paired; one record and one MLflow run per cell.
+    # A series of comparison groups: each group's cells (one per policy) timed together, taking
+    # turns in the same processes, so each speedup is measured paired; the groups' processes
+    # spread in time, interleaved; one record and one MLflow run per cell.
     input:
         prepared=PREPARED,
         # The store must exist, not be newer: a recreated store retimes no finished group.
@@ -76,17 +78,18 @@ rule train:
         probes=probes_of_group,
         fits=fits_of_group,
     output:
-        records=GROUP_RECORDS,
-        profiles=directory(GROUP_PROFILES),
+        records=SERIES_RECORDS,
+        profiles=directory(SERIES_PROFILES),
     log:
         layout.RUN_LOG,
     conda:
         "../../envs/mptbench.yaml"
     threads: TIMING.threads
     resources:
-        **TIMING.resources(),
+        **TIMING.resources(groups=len(BATCH_SIZES)),
     params:
         runs=train_runs,
+        host=host_reference,
     script:
         "../scripts/train.py"
 
@@ -132,7 +135,7 @@ rule parity:
     resources:
         **TIMING.resources(),
     params:
-        runs=train_runs,
+        runs=group_runs,
         settings=PARITY_SETTINGS,
     script:
         "../scripts/parity.py"

@@ -8,8 +8,8 @@ from mptbench.jobs.supervisor import supervise
 
 def work():
     return supervise(
-        [decode(Run, snakemake.params.run)], snakemake.input.prepared, None,
-        [snakemake.output[0]], snakemake.input.env, probe_only=True,
+        [[decode(Run, snakemake.params.run)]], snakemake.input.prepared, None,
+        [[snakemake.output[0]]], snakemake.input.env, probe_only=True,
     )
 
 

@@ -1,15 +1,26 @@
-"""How many processes a comparison group is timed in: train.repeats first; then, where a
-speedup's interval from those would be wider than ±train.precision, its verdict is not
-settled yet and more processes could bring it near that precision, as many more as their
-spread asks for (Stein's two-stage procedure: core/stats.py), up to train.max_repeats. A
-trainer that dies is blamed on the arm whose turn it was (the engine's progress file says),
-and the group goes on without it."""
+"""How many processes a comparison group is timed in, and in what order: train.repeats
+first; then, where a speedup's interval from those would be wider than ±train.precision, its
+verdict is not settled yet and more processes could bring it near that precision, as many more
+as their spread asks for (Stein's two-stage procedure: core/stats.py), up to
+train.max_repeats; and up to train.max_repeats where the host ran slower than its own by more
+than its speedup's interval allows (core/host.py). A trainer that dies is blamed on the arm
+whose turn it was (the engine's progress file says), and the group goes on without it.
+
+A train job times several groups (a series: jobs/series.py), and their processes are spread
+in time: pass k runs the k-th process of every group that still wants one, in an order drawn
+afresh each pass. A busy spell of the host then falls on processes of several groups, and
+within each group on some processes and not others: spread that each group's interval over
+processes sees, where back to back it would have fallen on all of one group's processes alike.
+"""
 
 from __future__ import annotations
 
+import math
+import random
+import time
 from dataclasses import dataclass, field
 
-from mptbench.core import stats
+from mptbench.core import host, stats
 from mptbench.core.contract import ArmResult, Run
 from mptbench.core.outcomes import Outcome
 from mptbench.jobs.trainer import Death, Trainer
@@ -20,6 +31,7 @@ class Measured:
     results: dict[str, list[ArmResult]]
     deaths: dict[str, Death] = field(default_factory=dict)
     repeats: int = 0
+    seconds: float = 0.0  # the wall time of its processes (the job's other groups' apart)
 
 
 def timed(results: list[ArmResult]) -> list[stats.Timed]:
@@ -103,30 +115,106 @@ def futile(first_stage: stats.Estimate, precision: float, most: int) -> bool:
     return after is not None and after > FUTILE * precision
 
 
-def measure(trainer: Trainer, prepared: str, runs: list[Run]) -> Measured:
-    """Every repeat of the group's arms that are to be timed."""
-    measured = Measured({r.policy.name: [] for r in runs})
-    train, active = runs[0].train, list(runs)
-    wanted = train.repeats
-    while active and measured.repeats < wanted:
-        got = trainer.repeat(prepared, measured.repeats, active)
+def host_asks_more(
+    results: dict[str, list[ArmResult]], runs: list[Run], fastest_ms: float | None
+) -> bool:
+    """Whether the host ran slower than its own (beyond core/host.py's tolerance) in some of
+    the group's processes by more than its widest speedup's interval allows."""
+    base = next((r.policy.name for r in runs if r.policy.baseline), None)
+    ok = [a for a in results.get(base, []) if a.outcome == Outcome.OK]
+    found = host.slowdown([a.measured.get("host_ms") for a in ok], fastest_ms)
+    if found is None or not found.moved:
+        return False
+    widths = [e.log_half_width for e in speedups(results, runs).values()]
+    return not widths or math.log(found.most) > max(w or 0.0 for w in widths)
+
+
+@dataclass
+class Timing:
+    """One group's processes so far, and how many it wants."""
+
+    trainer: Trainer
+    runs: list[Run]
+    measured: Measured
+    active: list[Run]
+    wanted: int
+    planned: bool = False
+
+    def wants_more(self) -> bool:
+        return bool(self.active) and self.measured.repeats < self.wanted
+
+    def process(self, prepared: str, sequence: int, reference=None) -> bool:
+        """One process of the arms still timing; False where its trainer died (the blamed
+        arm leaves, and the process is to be run again without it)."""
+        started = time.monotonic()
+        got = self.trainer.repeat(prepared, self.measured.repeats, self.active)
+        self.measured.seconds += time.monotonic() - started
         if isinstance(got, Death):
-            blamed = [r for r in active if r.policy.name == got.policy] or list(active)
+            blamed = [r for r in self.active if r.policy.name == got.policy] or list(self.active)
             for run in blamed:
-                measured.deaths[run.policy.name] = got
+                self.measured.deaths[run.policy.name] = got
                 print(f"{run.policy.name}: {got.outcome}: {got.reason}", flush=True)
-            active = [r for r in active if r not in blamed]
-            continue
+            self.active = [r for r in self.active if r not in blamed]
+            return False
+        runs = {r.policy.name: r for r in self.active}
         for arm in got.arms:
-            measured.results[arm.policy].append(arm)
-        active = [r for r in active if _ok(got.arms, r.policy.name)]
-        measured.repeats += 1
-        if measured.repeats == train.repeats:
-            wanted = planned(measured.results, runs, active)
-            if wanted > train.repeats:
-                print(f"{wanted} repeats in all: the first {train.repeats} say so for "
-                      f"train.precision={train.precision}", flush=True)
-    return measured
+            arm.sequence = sequence
+            self.measured.results[arm.policy].append(arm)
+            if reference is not None:
+                reference.offer(runs[arm.policy], arm)
+        self.active = [r for r in self.active if _ok(got.arms, r.policy.name)]
+        self.measured.repeats += 1
+        return True
+
+    def plan(self, fastest_ms: float | None) -> None:
+        """After its first stage: how many processes in all (Stein's, or the most where the
+        host moved more than the interval allows)."""
+        train, measured = self.runs[0].train, self.measured
+        self.planned = True
+        self.wanted = planned(measured.results, self.runs, self.active)
+        if self.wanted < train.max_repeats and train.precision is not None and (
+            host_asks_more(measured.results, self.runs, fastest_ms)
+        ):
+            self.wanted = train.max_repeats
+            print(f"{self.wanted} repeats in all: the host ran slower than its own in some of "
+                  "the first ones by more than the speedup's interval allows", flush=True)
+        elif self.wanted > train.repeats:
+            print(f"{self.wanted} repeats in all: the first {train.repeats} say so for "
+                  f"train.precision={train.precision}", flush=True)
+
+
+def measure_series(
+    groups: list[tuple[Trainer, list[Run]]], prepared: str, reference=None, seed: int | None = None
+) -> list[Measured]:
+    """Every group's processes, spread in time: pass after pass, each group that still wants a
+    process runs its next one, in an order drawn afresh each pass (`seed`: that draw's, for
+    a reproducible order). `reference` (jobs/host.Reference): the host's fastest on record,
+    offered each process's own. Each process's place in the job's order is its arms'
+    `sequence`."""
+    draw = random.Random(seed)
+    timings = [
+        Timing(trainer, list(runs), Measured({r.policy.name: [] for r in runs}), list(runs),
+               runs[0].train.repeats)
+        for trainer, runs in groups
+    ]
+    sequence = 0
+    while any(t.wants_more() for t in timings):
+        due = [t for t in timings if t.wants_more()]
+        draw.shuffle(due)
+        for timing in due:
+            # A death runs the process again without the blamed arm.
+            while timing.wants_more() and not timing.process(prepared, sequence, reference):
+                pass
+            sequence += 1
+        for timing in timings:
+            if not timing.planned and timing.measured.repeats >= timing.runs[0].train.repeats:
+                timing.plan(reference.fastest_ms if reference is not None else None)
+    return [t.measured for t in timings]
+
+
+def measure(trainer: Trainer, prepared: str, runs: list[Run], reference=None) -> Measured:
+    """Every repeat of one group's arms that are to be timed."""
+    return measure_series([(trainer, runs)], prepared, reference)[0]
 
 
 def _ok(arms: list[ArmResult], name: str) -> bool:

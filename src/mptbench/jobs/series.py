@@ -1,10 +1,11 @@
-"""A comparison group's train job: the cells of one model, backend, variant, device and batch
-size (one per policy), timed together (jobs/repeats.py), each combined into its own record and
-logged as its own MLflow run.
+"""A train job: a series of comparison groups (one model, backend, variant and device; a group
+per batch size, its cells one per policy, timed together), their processes spread in time
+(jobs/repeats.py), each cell combined into its own record and logged as its own MLflow run.
 
-Every cell's run is open while the group is timed, so a job stopped from outside ends them all
-KILLED. A finished group's records are kept beside them until MLflow has them: a rerun after
-the store was unreachable logs them without training again.
+Every cell's run is open while the series is timed, so a job stopped from outside ends them all
+KILLED. Each finished process is kept until its group's records are written (jobs/trainer.py),
+and a finished group's records beside them until MLflow has them: a rerun goes on where the
+job stopped, and after the store was unreachable logs the records without training again.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import math
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,8 @@ from mptbench.core.outcomes import Outcome, first_line
 from mptbench.jobs.budget import assess
 from mptbench.jobs.combine import attach_breakdown, combine, model_figures
 from mptbench.jobs.fits import cell_memory
-from mptbench.jobs.repeats import FUTILE, futile, measure, settled, speedups
+from mptbench.jobs.host import Reference
+from mptbench.jobs.repeats import FUTILE, Measured, futile, measure_series, settled, speedups
 from mptbench.jobs.tracking import CellRun, NoRun
 from mptbench.jobs.trainer import Trainer
 
@@ -41,6 +42,7 @@ def base_record(run: Run, prepared: dict) -> dict[str, Any]:
         "dataset": prepared["dataset"],
         "image_size": prepared["image_size"],
         "train_examples": (prepared.get("splits") or {}).get("train"),
+        "validation_examples": (prepared.get("splits") or {}).get("validation"),
         **encode(run.cell),
         "compute_dtype": run.policy.compute_dtype,
         "baseline": run.policy.baseline,
@@ -99,75 +101,118 @@ def _records(trainer: Trainer, info: dict, probes: dict, model_info, fits: dict)
     return records
 
 
-def train_group(
-    trainer: Trainer,
+def train_series(
+    trainers: list[Trainer],
     prepared: str,
     tracking: dict | None,
     probes: dict[str, ProbeResult] | None = None,
     model_info: ModelInfo | None = None,
     log_file: str | None = None,
     fits: dict[str, dict] | None = None,
-) -> list[dict]:
-    """Every repeat of the group, each cell's combined into its record, each logged as one
-    MLflow run (none without `tracking`); with `log_file` (the job's log), each run keeps a
-    copy of it. The records, in the order of the trainer's runs."""
-    started, info = time.monotonic(), read_json(prepared)
-    records = _records(trainer, info, probes or {}, model_info, fits or {})
-    kept = _kept(trainer)
+    host_reference: str | None = None,
+) -> list[list[dict]]:
+    """Every group's repeats (one Trainer each), each cell's combined into its record, each
+    logged as one MLflow run (none without `tracking`); with `log_file` (the job's log), each
+    run keeps a copy of it; `host_reference`: where the host's fastest is kept (jobs/host.py).
+    The records, per group in the order of its trainer's runs."""
+    info = read_json(prepared)
+    records = [_records(t, info, probes or {}, model_info, fits or {}) for t in trainers]
+    kept = [_kept(t) for t in trainers]
     try:
         with contextlib.ExitStack() as stack:
-            cells = len(trainer.runs)
-            mlruns = {
-                r.policy.name: stack.enter_context(_cell_run(r, tracking, info["dataset"], cells))
-                for r in trainer.runs
-            }
-            experiment_id = (tracking or {}).get("experiment_id")
-            for name, mlrun in mlruns.items():
-                mlrun.log_params(records[name]["config"])
-                mlrun.log_dataset(info)
-                records[name] |= {"mlflow_run_id": mlrun.run_id,
-                                  "mlflow_experiment_id": experiment_id}
-            if kept:
-                print("logging the records kept from an earlier attempt (not training again)")
-                ids = ("mlflow_run_id", "mlflow_experiment_id")
-                records = {n: kept[n] | {k: records[n][k] for k in ids} for n in records}
-                died = {n for n, r in records.items() if r["outcome"] == Outcome.KILLED}
-            else:
-                died = _measure(trainer, prepared, records)
-                for record in records.values():
-                    record["duration_s"] = time.monotonic() - started
-                if tracking:
+            mlruns = _open_runs(stack, trainers, records, tracking, info)
+            timed = [i for i, found in enumerate(kept) if not found]
+            deaths = _measure_series([(trainers[i], records[i]) for i in timed], prepared,
+                                     Reference(host_reference))
+            died = dict(zip(timed, deaths, strict=True))
+            for i, (trainer, found) in enumerate(zip(trainers, kept, strict=True)):
+                if found:
+                    print(f"{_label(trainer)}: logging the records kept from an earlier attempt "
+                          "(not training again)")
+                    ids = ("mlflow_run_id", "mlflow_experiment_id")
+                    records[i] = {n: found[n] | {k: records[i][n][k] for k in ids} for n in found}
+                    died[i] = {n for n, r in records[i].items() if r["outcome"] == Outcome.KILLED}
+                elif tracking:
                     for path, run in zip(trainer.pending, trainer.runs, strict=True):
-                        write_json(path, records[run.policy.name])
-            for name, mlrun in mlruns.items():
-                if name in died:
-                    mlrun.status = "KILLED"
-                _log(mlrun, records[name])
-                if log_file:  # what the job has logged so far: the trainer's output in full
-                    mlrun.log_artifact(log_file, "logs")
+                        write_json(path, records[i][run.policy.name])
+                    trainer.forget()  # its records are kept: its processes need not be
+            for i, (group, runs) in enumerate(zip(records, mlruns, strict=True)):
+                for name, mlrun in runs.items():
+                    if name in died[i]:
+                        mlrun.status = "KILLED"
+                    _log(mlrun, group[name])
+                    if log_file:  # what the job has logged so far: the trainer's output in full
+                        mlrun.log_artifact(log_file, "logs")
     except Exception as exc:
         if not tracking or not _unreachable(exc):
             raise
-        raise TrackingFailed(_unreachable_line(tracking, exc, trainer.pending[0])) from None
-    for path in trainer.pending:
-        path.unlink(missing_ok=True)
-    return [records[r.policy.name] for r in trainer.runs]
+        raise TrackingFailed(_unreachable_line(tracking, exc, trainers[0].pending[0])) from None
+    for trainer in trainers:
+        for path in trainer.pending:
+            path.unlink(missing_ok=True)
+        trainer.forget()
+    return [[group[r.policy.name] for r in t.runs] for t, group in zip(trainers, records,
+                                                                       strict=True)]
 
 
-def _measure(trainer: Trainer, prepared: str, records: dict[str, dict]) -> set[str]:
-    """Time the cells not already over the budget; combine each one's repeats. The cells
-    whose trainer died."""
-    to_time = [r for r in trainer.runs if records[r.policy.name]["outcome"] is None]
-    if not to_time:
-        return set()
-    measured = measure(trainer, prepared, to_time)
-    train = trainer.runs[0].train
-    found = speedups(measured.results, to_time, train.repeats)
-    first = speedups(_first_stage(measured.results, train.repeats), to_time)
-    for run in to_time:
+def _open_runs(stack, trainers: list[Trainer], records: list[dict], tracking, info) -> list[dict]:
+    """Every cell's MLflow run, open while the series is timed, with its params and dataset;
+    each record given its run's id."""
+    cells = sum(len(t.runs) for t in trainers)
+    mlruns = [
+        {r.policy.name: stack.enter_context(_cell_run(r, tracking, info["dataset"], cells))
+         for r in t.runs}
+        for t in trainers
+    ]
+    experiment_id = (tracking or {}).get("experiment_id")
+    for group, runs in zip(records, mlruns, strict=True):
+        for name, mlrun in runs.items():
+            mlrun.log_params(group[name]["config"])
+            mlrun.log_dataset(info)
+            group[name] |= {"mlflow_run_id": mlrun.run_id, "mlflow_experiment_id": experiment_id}
+    return mlruns
+
+
+def train_group(trainer: Trainer, prepared: str, tracking: dict | None, *args, **kwargs) -> list:
+    """One group's train job: a series of one."""
+    return train_series([trainer], prepared, tracking, *args, **kwargs)[0]
+
+
+def _label(trainer: Trainer) -> str:
+    return trainer.runs[0].cell.label.rsplit("/", 1)[-1]
+
+
+def _measure_series(
+    groups: list[tuple[Trainer, dict[str, dict]]], prepared: str, reference: Reference
+) -> list[set[str]]:
+    """Time every group's cells not already over the budget, their processes spread in time;
+    combine each one's repeats. Per group, the cells whose trainer died."""
+    to_time = [[r for r in t.runs if records[r.policy.name]["outcome"] is None]
+               for t, records in groups]
+    timed = [(t, runs) for (t, _), runs in zip(groups, to_time, strict=True) if runs]
+    measured = iter(measure_series(timed, prepared, reference))
+    died = []
+    for (_, records), runs in zip(groups, to_time, strict=True):
+        found = next(measured) if runs else None
+        if found is not None:
+            _combine(records, runs, found, reference.fastest_ms)
+        died.append(set(found.deaths) if found else set())
+    return died
+
+
+def _combine(
+    records: dict[str, dict], runs: list, measured: Measured, fastest_ms: float | None
+) -> None:
+    """Each cell's record from the group's repeats; a speedup wider than train.precision says
+    why it got no more processes."""
+    train = runs[0].train
+    found = speedups(measured.results, runs, train.repeats)
+    first = speedups(_first_stage(measured.results, train.repeats), runs)
+    for run in runs:
         name, record = run.policy.name, records[run.policy.name]
-        combine(record, measured.results[name], run.cell.batch_size)
+        combine(record, measured.results[name], run.cell.batch_size, fastest_ms)
         attach_breakdown(record, measured.results[name])
+        record["duration_s"] = measured.seconds
         if name in measured.deaths:
             death = measured.deaths[name]
             record["outcome"], record["reason"] = death.outcome, death.reason
@@ -179,7 +224,6 @@ def _measure(trainer: Trainer, prepared: str, records: dict[str, dict]) -> set[s
                 f"{record.get('stopped_by')}; speedup ±{100 * width:.1f}% after "
                 f"{found[name].n} processes, {why}"
             )
-    return set(measured.deaths)
 
 
 def _why_no_more(first: stats.Estimate, found: stats.Estimate, train) -> str:

@@ -23,7 +23,7 @@ from mptbench.core.files import read_json, write_json
 from mptbench.data.builder import DatasetError
 from mptbench.data.cache import verify
 from mptbench.jobs.environment import interpreter
-from mptbench.jobs.group import TrackingFailed, train_group
+from mptbench.jobs.series import TrackingFailed, train_series
 from mptbench.jobs.trainer import Trainer, TrainerFailed
 
 
@@ -53,54 +53,62 @@ def stopped_by_sigterm():
 
 
 def supervise(
-    runs: list[Run],
+    groups: list[list[Run]],
     prepared: str,
     tracking: str | None,
-    records: list[str],
+    records: list[list[str]],
     env_manifest: str | None = None,
     probe_files: list[str] | None = None,
     probe_only: bool = False,
-    profile_dirs: list[str] | None = None,
+    profile_dirs: list[list[str]] | None = None,
     log_file: str | None = None,
     model_info: str | None = None,
     fits_files: list[str] | None = None,
+    host_reference: str | None = None,
 ) -> int:
-    """Train a comparison group (one Run per policy, one record path each) and write its
-    records; or, with `probe_only`, probe its one cell. The exit code.
+    """Train a series of comparison groups (each a list of Runs, one per policy, with a record
+    path each) and write its records; or, with `probe_only`, probe its one cell. The exit code.
 
-    With `profile_dirs`, the raw profiles of ok cells go there (train.profile_steps); with
-    `log_file` (the job's log), the cells' MLflow runs keep a copy of it; `model_info` (the
-    model_info rule's JSON) gives the step's FLOPs, `probe_files` each cell's prediction."""
+    With `profile_dirs` (per group, one per Run), the raw profiles of ok cells go there
+    (train.profile_steps); with `log_file` (the job's log), the cells' MLflow runs keep a copy
+    of it; `model_info` (the model_info rule's JSON) gives the step's FLOPs, `probe_files` each
+    policy's prediction, `host_reference` where the host's fastest is kept (jobs/host.py)."""
     python, installed = interpreter(env_manifest)
-    for folder in profile_dirs or []:  # an earlier attempt's profiles would be read as these
-        shutil.rmtree(folder, ignore_errors=True)
+    for folder in [f for dirs in profile_dirs or [] for f in dirs]:
+        shutil.rmtree(folder, ignore_errors=True)  # an earlier attempt's would be read as these
         Path(folder).mkdir(parents=True)
-    runs = [run.installed(installed) for run in runs]
-    trainer = Trainer(python, runs, records, profile_dirs)
+    groups = [[run.installed(installed) for run in runs] for runs in groups]
+    trainers = [
+        Trainer(python, runs, paths, dirs, keep=not probe_only)
+        for runs, paths, dirs in zip(groups, records, profile_dirs or [None] * len(groups),
+                                     strict=True)
+    ]
     try:
         with stopped_by_sigterm():
             if probe_only:
-                probe = trainer.probe(prepared)
-                probe.hardware = hardware.identity(runs[0].cell.device)
-                results = [encode(probe)]
+                probe = trainers[0].probe(prepared)
+                probe.hardware = hardware.identity(groups[0][0].cell.device)
+                results = [[encode(probe)]]
             else:
-                fits = [read_json(f) for f in fits_files or []]
-                results = _train(trainer, prepared, tracking, probe_files, model_info, log_file,
-                                 {f["policy"]: f for f in fits})
+                fits = {f["policy"]: f for f in (read_json(p) for p in fits_files or [])}
+                results = _train(trainers, prepared, tracking, probe_files, model_info, log_file,
+                                 fits, host_reference)
     except (TrainerFailed, DatasetError, TrackingFailed, hardware.Mismatch) as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1
     except (Stopped, KeyboardInterrupt) as exc:
         stopped = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
-        print(f"error: stopped by {signal.Signals(stopped).name} before the job finished; nothing "
-              "written, the next run does it again", file=sys.stderr, flush=True)
+        print(f"error: stopped by {signal.Signals(stopped).name} before the job finished; no "
+              "record written, the next run goes on where it stopped", file=sys.stderr,
+              flush=True)
         return 128 + stopped
-    for path, result in zip(records, results, strict=True):
-        write_json(path, result)
+    for paths, found in zip(records, results, strict=True):
+        for path, result in zip(paths, found, strict=True):
+            write_json(path, result)
     return 0
 
 
-def _train(trainer, prepared, tracking, probe_files, model_info, log_file, fits) -> list[dict]:
+def _train(trainers, prepared, tracking, probe_files, model_info, log_file, fits, host_reference):
     info = read_json(prepared)
     if info.get("digest"):
         verify(info, prepared)
@@ -108,10 +116,11 @@ def _train(trainer, prepared, tracking, probe_files, model_info, log_file, fits)
     described = decode(ModelInfo, read_json(model_info)) if model_info else None
     tracked = read_json(tracking) if tracking else None
     by_policy = {p.policy: p for p in probes}
-    results = train_group(trainer, prepared, tracked, by_policy, described, log_file, fits)
-    for result in results:
-        print(f"{result['policy']}: {result['outcome']}: {_summary(result)}", file=sys.stderr,
-              flush=True)
+    results = train_series(trainers, prepared, tracked, by_policy, described, log_file, fits,
+                           host_reference)
+    for result in (r for group in results for r in group):
+        print(f"{result['policy']} at batch {result['batch_size']}: {result['outcome']}: "
+              f"{_summary(result)}", file=sys.stderr, flush=True)
     return results
 
 
@@ -139,15 +148,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="where each run's record (or the probe) goes")
     parser.add_argument("--profile-dir", default=None, nargs="*", help="each ok cell's profile")
     parser.add_argument("--model-info", default=None, help="the model_info rule's JSON")
+    parser.add_argument("--host-reference", default=None,
+                        help="where the host's fastest is kept (jobs/host.py)")
     args = parser.parse_args(argv)
     if not args.probe_only and not args.tracking:
         parser.error("--tracking is needed to train (only --probe-only runs without it)")
     if len(args.record) != len(args.run):
         parser.error("one --record per --run")
     return supervise(
-        [decode(Run, read_json(p)) for p in args.run], args.prepared, args.tracking,
-        args.record, args.env, probe_files=args.probe, probe_only=args.probe_only,
-        profile_dirs=args.profile_dir, model_info=args.model_info,
+        [[decode(Run, read_json(p)) for p in args.run]], args.prepared, args.tracking,
+        [args.record], args.env, probe_files=args.probe, probe_only=args.probe_only,
+        profile_dirs=[args.profile_dir] if args.profile_dir else None,
+        model_info=args.model_info, host_reference=args.host_reference,
     )
 
 

@@ -8,10 +8,20 @@ failure fails the job.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mptbench.core.contract import ProbeJob, ProbeResult, RepeatJob, RepeatResult, Run
+from mptbench.core.contract import (
+    ContractError,
+    ProbeJob,
+    ProbeResult,
+    RepeatJob,
+    RepeatResult,
+    Run,
+    decode,
+    encode,
+)
+from mptbench.core.files import read_json, write_json
 from mptbench.jobs.launcher import Engine, EngineFailed, environment
 
 TrainerFailed = EngineFailed  # the trainer exited with an error: its log holds the traceback
@@ -29,7 +39,9 @@ class Death:
 
 class Trainer:
     """One comparison group's engine: its job files beside the first record, and how each
-    repeat ended."""
+    repeat ended. With `keep` (a train job's), each finished process is kept beside them (with
+    the runs it timed) until the group's records are written: a job stopped halfway runs only
+    what it had not finished when it is run again."""
 
     def __init__(
         self,
@@ -37,6 +49,7 @@ class Trainer:
         runs: list[Run],
         records: list[str],
         profile_dirs: list[str | None] | None = None,
+        keep: bool = False,
     ):
         self.runs = list(runs)
         self.records = [Path(r) for r in records]
@@ -48,6 +61,7 @@ class Trainer:
         # Each finished record, kept until MLflow has it: Snakemake removes a failed job's
         # outputs, not these files, so a rerun logs them instead of training again.
         self.pending = [r.with_name(f".{r.name}.pending") for r in self.records]
+        self._kept = first.with_name(f".{first.name}.repeat{{}}.json") if keep else None
         run = self.runs[0]
         self.engine = Engine(
             python, environment(run.variant.env, run.device.name, run.backend.name)
@@ -62,6 +76,43 @@ class Trainer:
         first train.repeats (the first stage) time the input and run the synthetic twins; the
         first train.profile_repeats are profiled. The processes added for precision only time
         steps: what they are for is the speedup's interval."""
+        kept = self._kept_process(repeat, runs)
+        if kept is not None:
+            print(f"repeat {repeat + 1}: kept from an earlier attempt (not run again)", flush=True)
+            return kept
+        finished = self._launch(prepared, repeat, runs)
+        if self._kept is not None:
+            held = encode(finished) if isinstance(finished, RepeatResult) else asdict(finished)
+            write_json(str(self._kept).format(repeat), {"runs": encode(runs), "repeat": held,
+                                                        "died": isinstance(finished, Death)})
+        return finished
+
+    def _kept_process(self, repeat: int, runs: list[Run]) -> RepeatResult | Death | None:
+        """A process an earlier attempt finished with the same runs, if one is kept."""
+        if self._kept is None:
+            return None
+        path = Path(str(self._kept).format(repeat))
+        try:
+            kept = read_json(path) if path.exists() else None
+            if not kept or kept.get("runs") != encode(runs):
+                return None
+            if kept["died"]:
+                return Death(**kept["repeat"])
+            found = decode(RepeatResult, kept["repeat"])
+        except (ValueError, KeyError, TypeError, ContractError):  # cut short, or another version
+            return None
+        # A profiled process's profiles went with the job's outputs: it is run again.
+        profiles = [a.profile.dir for a in found.arms if a.profile]
+        return None if any(not Path(d).is_dir() for d in profiles) else found
+
+    def forget(self) -> None:
+        """The group's records are written: its kept processes go."""
+        if self._kept is None:
+            return
+        for path in self._kept.parent.glob(self._kept.name.format("*")):
+            path.unlink(missing_ok=True)
+
+    def _launch(self, prepared: str, repeat: int, runs: list[Run]) -> RepeatResult | Death:
         train = runs[0].train
         profiled = repeat < train.profile_repeats
         dirs = tuple(self.profile_dirs.get(r.policy.name) if profiled else None for r in runs)

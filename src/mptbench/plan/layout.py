@@ -17,10 +17,15 @@ RESULTS = "results/{experiment}"
 CELL = "/".join(f"{{{axis}}}" for axis in AXES[:-1]) + "/bs{batch_size}"
 PROBE_CELL = "/".join(f"{{{axis}}}" for axis in PROBE_AXES)
 GROUP = "/".join(f"{{{axis}}}" for axis in GROUP_AXES)
-# A comparison group's train job (its cells differ only in policy): its log, its profiles.
+# A comparison group (its cells differ only in policy): its profiles, its parity run.
 COMPARISON = GROUP + "/bs{batch_size}"
 RUN_RECORD = RESULTS + "/runs/" + CELL + ".json"
-RUN_LOG = RESULTS + "/logs/train/" + COMPARISON + ".log"
+# A train job times a series: every comparison group of one model, backend, variant and device
+# (a report group), their processes interleaved (jobs/series.py).
+RUN_LOG = RESULTS + "/logs/train/" + GROUP + ".log"
+# The fastest the host ran the host_check kernel, kept across runs and experiments
+# (jobs/host.py): not an output of any rule, updated by every train job on its device.
+HOST = "results/host/{machine}/{backend}/{variant}/{device}.json"
 # The raw op-level profiles of a cell, one folder per repeat (TensorBoard/XProf:
 # logdir/plugins/profile/...).
 PROFILE = RESULTS + "/profiles/" + COMPARISON + "/{policy}"

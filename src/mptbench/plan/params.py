@@ -81,6 +81,12 @@ def build_copts(cfg: dict[str, Any], wildcards: Wildcards) -> str:
     return " ".join(shlex.quote(f"--copt={c}") for c in copts)
 
 
+def host_reference(wildcards: Wildcards) -> str:
+    """Where a train job's host keeps its fastest (jobs/host.py)."""
+    return layout.HOST.format(**{k: wildcards[k] for k in ("machine", "backend", "variant",
+                                                           "device")})
+
+
 def output_dir(wildcards: Wildcards, output: list[str]) -> str:
     """The folder of a rule's first output (a param derived from it, not a second literal)."""
     return str(Path(output[0]).parent)

@@ -35,10 +35,11 @@ class Timing:
             return self._settings(wildcards)["threads"]
         return self.cores or 1
 
-    def resources(self, runtime: int | None = None) -> dict[str, Any]:
+    def resources(self, runtime: int | None = None, groups: int = 1) -> dict[str, Any]:
         """A timing rule's resources: each device's slot (1 on its own device, else 0), each
         resource the targets name (sweep.targets: every target names the same), and the
-        device kind's mem_mb, runtime (minutes; `runtime` instead where given) and GPUs."""
+        device kind's mem_mb, runtime (minutes; `runtime` instead where given; a train job
+        times `groups` comparison groups, each its kind's runtime) and GPUs."""
         slots = {slot(d): self._on(d) for d in self.devices}
         targets = self.cfg["sweep"]["targets"] or {}
         keys = sorted({key for resources in targets.values() for key in resources})
@@ -46,7 +47,8 @@ class Timing:
             **slots,
             **{key: self._target(key) for key in keys},
             "mem_mb": lambda wildcards: self._settings(wildcards)["mem_mb"],
-            "runtime": runtime or (lambda wildcards: self._settings(wildcards)["runtime_min"]),
+            "runtime": runtime
+            or (lambda wildcards: groups * self._settings(wildcards)["runtime_min"]),
             "gpu": lambda wildcards: Device(wildcards["device"]).gpus(),
         }
 

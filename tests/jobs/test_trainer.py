@@ -1,0 +1,53 @@
+"""A train job's trainer keeps each finished process until its group's records are written:
+a job stopped halfway runs only what it had not finished."""
+
+from workflow_helpers import smoke_cell_run
+
+from mptbench.core.contract import ArmResult, RepeatResult
+from mptbench.jobs.trainer import Death, Trainer
+
+
+def _trainer(tmp_path, launched, keep=True):
+    trainer = Trainer("python", [smoke_cell_run()], [str(tmp_path / "bs8.json")], keep=keep)
+
+    def launch(prepared, repeat, runs):
+        launched.append(repeat)
+        if repeat == 2:
+            return Death("oom", "out of memory", "float32")
+        return RepeatResult(f"p{repeat}", [ArmResult(repeat, "float32", {}, outcome="ok",
+                                                     step_s=[0.1 * (repeat + 1)])])
+
+    trainer._launch = launch
+    return trainer
+
+
+def test_a_rerun_takes_the_finished_processes_kept_and_runs_the_rest(tmp_path):
+    launched: list[int] = []
+    first = _trainer(tmp_path, launched)
+    runs = first.runs
+    assert first.repeat("p.json", 0, runs).arms[0].step_s == [0.1]
+    assert isinstance(first.repeat("p.json", 2, runs), Death)
+    again = _trainer(tmp_path, launched)  # the job run again after a kill
+    kept = again.repeat("p.json", 0, runs)
+    assert kept.process == "p0" and kept.arms[0].step_s == [0.1]
+    assert again.repeat("p.json", 2, runs).outcome == "oom"  # a death is kept too
+    assert again.repeat("p.json", 1, runs).arms[0].step_s == [0.2]
+    assert launched == [0, 2, 1]
+
+
+def test_other_runs_or_a_finished_group_leave_nothing_to_take(tmp_path):
+    launched: list[int] = []
+    _trainer(tmp_path, launched).repeat("p.json", 0, [smoke_cell_run()])
+    other = _trainer(tmp_path, launched)
+    other.repeat("p.json", 0, [smoke_cell_run(timed_steps=7)])  # another config: run again
+    done = _trainer(tmp_path, launched)
+    done.forget()
+    done.repeat("p.json", 0, [smoke_cell_run()])
+    assert launched == [0, 0, 0] and len(list(tmp_path.glob(".bs8.json.repeat*"))) == 1
+
+
+def test_without_keep_nothing_is_kept(tmp_path):
+    launched: list[int] = []
+    for _ in range(2):
+        _trainer(tmp_path, launched, keep=False).repeat("p.json", 0, [smoke_cell_run()])
+    assert launched == [0, 0] and not list(tmp_path.glob(".*"))

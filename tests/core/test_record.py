@@ -11,7 +11,7 @@ from mptbench.core import record
 from mptbench.core.contract import ArmResult, ModelInfo, ProbePoint, ProbeResult, RepeatResult
 from mptbench.core.outcomes import Outcome
 from mptbench.jobs.combine import combine, model_figures
-from mptbench.jobs.group import train_group
+from mptbench.jobs.series import train_group
 from mptbench.report.summary import summarise
 
 ALLOWED = set(record.COLUMNS) | set(record.STRUCTURAL)
@@ -57,9 +57,10 @@ def test_metrics_and_runs_table_are_subsets_of_the_columns():
     assert not set(record.METRICS) & set(record.REPORT_METRICS)
 
 
-def _arm(repeat, policy="float32", twin=True, outcome=Outcome.OK, steps=None):
+def _arm(repeat, policy="float32", twin=True, outcome=Outcome.OK, steps=None, validated=True):
     """A repeat's result with every optional part: its twin (or why none ran), the input's own
-    cost, a profile note in place of a profile, the trainer's CPU use."""
+    cost, a profile note in place of a profile, the trainer's CPU use, its validation batches
+    (or why none were timed)."""
     steps = steps or [0.10 + 0.01 * repeat, 0.11, 0.10, 0.12]
     return ArmResult(
         repeat=repeat,
@@ -80,14 +81,19 @@ def _arm(repeat, policy="float32", twin=True, outcome=Outcome.OK, steps=None):
         profile_note="op-level profiles are read for the tensorflow backend only, not jax",
         process=f"p{repeat}",
         cpu_percent=150.0,
+        host_s=[0.0011, 0.0012],
+        validation_first_s=0.5 if validated else None,
+        validation_s=[0.04, 0.05] if validated else [],
+        validation_note=None if validated else "no validation split",
     )
 
 
 def _combined(repeats):
     """The keys combine() writes into a record that has its model's figures and a prediction."""
-    given = {"predicted_step_s": 0.2} | model_figures(MODEL, batch_size=8)
+    given = {"predicted_step_s": 0.2, "train_examples": 800, "validation_examples": 160,
+             "config": {"train": {"epochs": 1}}} | model_figures(MODEL, batch_size=8)
     out = dict(given)
-    combine(out, repeats, batch_size=8)
+    combine(out, repeats, batch_size=8, fastest_host_ms=0.5)
     return out, set(out) - set(given)
 
 
@@ -97,6 +103,7 @@ def test_every_key_combine_writes_is_a_field_or_a_named_structural_part():
         [_arm(i, twin=False) for i in range(3)],  # no twin: the input's bound instead
         [_arm(0), _arm(1, outcome=Outcome.OOM, steps=[0.5])],  # a repeat that failed
         [_arm(0, outcome=Outcome.OOM, steps=[])],  # nothing timed
+        [_arm(i, validated=False) for i in range(2)],  # no whole run, and why
     ]
     written = set()
     for repeats in cells:
@@ -125,6 +132,9 @@ class ScriptedTrainer:
     def repeat(self, prepared, repeat, runs):
         arms = [_arm(repeat, r.policy.name, twin=i == 0) for i, r in enumerate(runs)]
         return RepeatResult(f"p{repeat}", arms)
+
+    def forget(self):
+        pass
 
 
 def test_every_key_the_train_job_writes_is_a_field_or_a_named_structural_part(tmp_path):

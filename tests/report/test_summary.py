@@ -148,8 +148,9 @@ def test_a_calibration_measured_on_other_hardware_holds_the_cell_to_nothing():
     assert row["mfu"] == pytest.approx(0.5)
 
 
-def _timed(repeat: int, steps: list[float], twin: list[float]) -> ArmResult:
-    """One process's arm, each step (in s) its own round, its twin's likewise."""
+def _timed(repeat: int, steps: list[float], twin: list[float], host_ms: float = 10.0) -> ArmResult:
+    """One process's arm, each step (in s) its own round, its twin's likewise; a compiling
+    warm-up step and validation batches a third of a step, the first compiling too."""
     return ArmResult(
         repeat=repeat,
         policy="p",
@@ -161,18 +162,24 @@ def _timed(repeat: int, steps: list[float], twin: list[float]) -> ArmResult:
         synthetic_rounds=list(range(len(twin))),
         process=f"p{repeat}",
         stopped_by="steps",
+        warmup_s=[steps[0] + 2.0],
+        validation_first_s=steps[0] / 3 + 1.0,
+        validation_s=[s / 3 for s in steps[:3]],
+        measured={"host_ms": host_ms},
     )
 
 
-def _combined(policy: str, dtype: str, scale: float, compute: float) -> dict:
+def _combined(policy: str, dtype: str, scale: float, compute: float, slow: float = 1.0) -> dict:
     """A cell as the train job records it (combine), in 5 processes after a first stage of 3,
-    each process a little slower or faster as a whole, its twin `compute` of its step."""
+    each process a little slower or faster as a whole, its twin `compute` of its step; the
+    host's kernel `slow` times its fastest (10 ms) in every process."""
     levels = [1.00, 1.08, 0.95, 1.02, 0.99]
     repeats = [
         _timed(
             i,
             [scale * level * (1 + 0.01 * ((k * (i + 1)) % 4)) for k in range(6)],
             [compute * scale * level * (1 + 0.02 * ((k + i) % 3)) for k in range(6)],
+            10.0 * slow * level,
         )
         for i, level in enumerate(levels)
     ]
@@ -184,9 +191,11 @@ def _combined(policy: str, dtype: str, scale: float, compute: float) -> dict:
         "policy": policy,
         "batch_size": 8,
         "compute_dtype": dtype,
-        "config": {"train": {"repeats": 3}},
+        "train_examples": 800,
+        "validation_examples": 200,
+        "config": {"train": {"repeats": 3, "epochs": 1}},
     }
-    combine(record, repeats, batch_size=8)
+    combine(record, repeats, batch_size=8, fastest_host_ms=9.5)
     return record
 
 
@@ -195,16 +204,19 @@ VALUE_OF = {"speedup": "speedup_vs_baseline"}
 
 
 def test_every_interval_in_summary_csv_is_recomputed_from_its_own_columns(tmp_path):
-    """value·exp(±t·log_se), t the 95% quantile at the CSV's degrees of freedom: every
-    *_ci_low/*_ci_high pair the CSV prints, from the CSV alone."""
+    """value·exp(±(t·log_se + host_widening)), t the 95% quantile at the CSV's degrees of
+    freedom: every *_ci_low/*_ci_high pair the CSV prints, from the CSV alone; one cell
+    widened for a host that ran 1.5x slower than its fastest in all its processes."""
     records = [
         _combined("float32", "float32", 0.1, 0.8),
-        _combined("mixed_bfloat16", "bfloat16", 0.06, 0.5),
+        _combined("mixed_bfloat16", "bfloat16", 0.06, 0.5, slow=1.5),
     ]
     summarise(records).to_csv(tmp_path / "summary.csv", index=False)
     csv = pd.read_csv(tmp_path / "summary.csv")
     prefixes = [c.removesuffix("_ci_low") for c in csv.columns if c.endswith("_ci_low")]
-    assert {"ms_per_step", "speedup", "speedup_compute", "input_bound_ratio"} <= set(prefixes)
+    assert {"ms_per_step", "speedup", "speedup_compute", "input_bound_ratio", "fullrun_s",
+            "fullrun_speedup", "validation_ms_per_batch"} <= set(prefixes)
+    assert (csv["host_widening"] > 0).tolist() == [False, True]
     for prefix in prefixes:
         recipe = [VALUE_OF.get(prefix, prefix), *(f"{prefix}_{c}" for c in ("log_se", "df"))]
         missing = [c for c in [f"{prefix}_ci_high", *recipe] if c not in csv.columns]
@@ -212,8 +224,25 @@ def test_every_interval_in_summary_csv_is_recomputed_from_its_own_columns(tmp_pa
         shown = csv.dropna(subset=[f"{prefix}_ci_low"])
         assert len(shown), f"no row shows {prefix}'s interval: the test covers nothing of it"
         value, log_se, df = (shown[c].to_numpy() for c in recipe)
-        half = np.array([stats.t_quantile(0.95, int(d)) for d in df]) * log_se
+        widening = shown["host_widening"].fillna(0).to_numpy()
+        half = np.array([stats.t_quantile(0.95, int(d)) for d in df]) * log_se + widening
         assert shown[f"{prefix}_ci_low"].tolist() == pytest.approx(value * np.exp(-half))
         assert shown[f"{prefix}_ci_high"].tolist() == pytest.approx(value * np.exp(half))
     # Under Stein's procedure the speedup's degrees of freedom are the first stage's 3 less one.
     assert csv.set_index("policy").loc["mixed_bfloat16", "speedup_df"] == 2
+
+
+def test_the_whole_runs_speedup_pairs_each_process_whole_run():
+    """Per process the baseline's whole run over the policy's (both timed in it), over
+    processes: 2.0, 2.2 and 1.8 give their geometric mean, not the ratio of the cells'."""
+    import math
+
+    records = [_combined("float32", "float32", 0.1, 0.8),
+               _combined("mixed_bfloat16", "bfloat16", 0.06, 0.5)]
+    for ratio, base, mine in zip((2.0, 2.2, 1.8, 2.0, 2.0), records[0]["repeats"],
+                                 records[1]["repeats"], strict=True):
+        mine["fullrun_s"] = base["fullrun_s"] / ratio
+    row = summarise(records).set_index("policy").loc["mixed_bfloat16"]
+    assert row["fullrun_speedup"] == pytest.approx(math.exp(sum(
+        math.log(r) for r in (2.0, 2.2, 1.8, 2.0, 2.0)) / 5))
+    assert row["fullrun_speedup_df"] == 2 and row["fullrun_speedup_ci_low"] < 2.0

@@ -78,6 +78,19 @@ def D(name: str, type: type, **flags: Any) -> Field:
     return Field(name, type, None, **flags)
 
 
+def with_interval(kind, name: str, doc: str, unit: str = "", **flags: Any) -> tuple[Field, ...]:
+    """A figure (made by M or D) and the columns of its 95% interval over processes, as
+    `interval` writes them: ends, the standard error of the mean log, degrees of freedom."""
+    ends = {k: v for k, v in flags.items() if k == "metric"}
+    return (
+        kind(name, float, doc=doc, **flags),
+        kind(f"{name}_ci_low", float, doc=f"95% t interval over processes, on logs{unit}", **ends),
+        kind(f"{name}_ci_high", float, **ends),
+        kind(f"{name}_log_se", float, doc="standard error of its mean log"),
+        kind(f"{name}_df", int, doc="degrees of freedom of its interval"),
+    )
+
+
 FIELDS: tuple[Field, ...] = (
     F("experiment", str),
     F(
@@ -264,6 +277,71 @@ FIELDS: tuple[Field, ...] = (
         "trained (steal time, /proc/stat): 0 on bare metal",
     ),
     M("cpu_stolen_pct_most", float, metric=True, doc="the most any of its processes lost"),
+    M(
+        "host_ms",
+        float,
+        per_repeat=True,
+        metric=True,
+        doc="the host's own speed while the arms trained: a fixed float32 matmul's time "
+        "(device.<kind>.host_check), the median of the samples taken between turns",
+    ),
+    M("host_fastest_ms", float, doc="the fastest host_ms this host, build and device recorded"),
+    M(
+        "host_slowdown",
+        float,
+        metric=True,
+        doc="host_ms over host_fastest_ms, geometric mean over its processes (1: its own speed)",
+    ),
+    M("host_slowdown_most", float, metric=True, doc="the most any of its processes ran slower"),
+    M(
+        "host_widening",
+        float,
+        metric=True,
+        doc="added to every interval of the row on the log scale, value·exp(±(t·log_se + "
+        "host_widening)): the slowdown all its processes shared beyond 5% (core/host.py)",
+    ),
+    *with_interval(
+        M,
+        "validation_ms_per_batch",
+        "a validation batch (forward only) at the cell's batch size: per process the mean "
+        "of its steady batches, then their geometric mean",
+        metric=True,
+    ),
+    M("validation_first_ms", float, doc="the first validation batch, which compiles the test "
+      "step: the median over processes"),
+    F("validation_examples", int, doc="the validation split's size"),
+    M("fullrun_epochs", int, doc="the whole run's epochs: train.epochs, or the 2020 run's 20"),
+    M("fullrun_validates", bool, doc="whether the whole run validates after each epoch"),
+    M("fullrun_source", str, doc="which run: train.epochs or the 2020 experiment's"),
+    *with_interval(
+        M,
+        "fullrun_s",
+        "the whole run as fit spends it (core/fullrun.py): steps + validation + the first "
+        "epoch's one-time extra, per process, then their geometric mean",
+        " (seconds)",
+        metric=True,
+        runs_table=True,
+    ),
+    *with_interval(M, "fullrun_steps_s", "its training steps: epochs x steps x the mean step",
+                   metric=True),
+    *with_interval(
+        M, "fullrun_validation_s", "its validation passes: epochs x batches x a batch", metric=True
+    ),
+    *with_interval(
+        M,
+        "fullrun_first_epoch_s",
+        "the first epoch's one-time extra: warm-up steps and the first validation batch over "
+        "as many steady ones (compiling the train and test steps)",
+        metric=True,
+    ),
+    M("fullrun_note", str, doc="why a cell that ran has no whole-run figure"),
+    *with_interval(
+        D,
+        "fullrun_speedup",
+        "the baseline's whole run over this one's, paired per process (both in the same "
+        "processes), over processes as speedup_vs_baseline",
+        metric=True,
+    ),
     F("started_at", str),
     F("tensorflow", str, "fingerprint.tensorflow"),
     F("keras", str, "fingerprint.keras"),

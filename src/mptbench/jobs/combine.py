@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from mptbench.core.contract import ArmResult, ModelInfo
 from mptbench.core.outcomes import Outcome
 from mptbench.core.record import PER_REPEAT, interval
 from mptbench.core.stats import percentile
+from mptbench.jobs import fullrun, host
 from mptbench.jobs.profiles import breakdown, xplane_of
 
 
@@ -29,19 +31,22 @@ def _ms(seconds: list[float]) -> list[float]:
     return [round(1000 * s, 4) for s in seconds]
 
 
-def step_figures(repeats: list[list[float]], prefix: str = "ms_per_step") -> dict[str, Any]:
-    """A cell's mean step over repeats of step seconds, with its interval, in ms."""
-    estimate = stats.step_estimate(repeats)
+def step_figures(
+    repeats: list[list[float]], prefix: str = "ms_per_step", widening: float = 0.0
+) -> dict[str, Any]:
+    """A cell's mean step over repeats of step seconds, with its interval (widened by
+    `widening`, core/host.py), in ms."""
+    estimate = replace(stats.step_estimate(repeats), widening=widening)
     return {prefix: 1000 * estimate.value} | interval(prefix, estimate, scale=1000)
 
 
-def timed_figures(timed: list[ArmResult], batch_size: int) -> dict[str, Any]:
+def timed_figures(timed: list[ArmResult], batch_size: int, widening: float = 0.0) -> dict[str, Any]:
     """The cell's step (step_figures) with its median beside it, the spread of its timed
     samples, images/s at the mean step, and how much was timed: samples, and steps (a sample
     is one step, or on GPUs the mean of a block of block_steps steps)."""
     repeats = [r.step_s for r in timed]
     pooled = [s for steps in repeats for s in steps]
-    figures = step_figures(repeats)
+    figures = step_figures(repeats, widening=widening)
     median = stats.step_estimate(repeats, center=statistics.median)
     return figures | {
         "ms_per_step_median": 1000 * median.value,
@@ -61,10 +66,13 @@ def _outcome(repeats: list[ArmResult]) -> tuple[str, str | None]:
     return Outcome.OK, None
 
 
-def _per_repeat(r: ArmResult) -> dict[str, Any]:
+def _per_repeat(r: ArmResult, record: dict[str, Any], batch_size: int) -> dict[str, Any]:
+    whole = fullrun.per_process(record, r, batch_size) if r.outcome == Outcome.OK else None
     return {
         "repeat": r.repeat + 1,
         "process": r.process,
+        "sequence": r.sequence,
+        "position": r.position,
         "outcome": r.outcome,
         "ms_per_step": 1000 * statistics.fmean(r.step_s) if r.step_s else None,
         "ms_per_step_median": 1000 * statistics.median(r.step_s) if r.step_s else None,
@@ -78,6 +86,10 @@ def _per_repeat(r: ArmResult) -> dict[str, Any]:
         **{name: r.measured.get(name) for name in PER_REPEAT},
         "twin_note": r.twin_note,
         "warmup_ms": _ms(r.warmup_s),
+        "host_samples_ms": _ms(r.host_s),
+        "validation_first_ms": _ms([r.validation_first_s])[0] if r.validation_first_s else None,
+        "validation_ms": _ms(r.validation_s),
+        **{name: (whole or {}).get(key) for key, name in fullrun.FIGURES.items()},
     }
 
 
@@ -108,15 +120,19 @@ def model_figures(info: ModelInfo | None, batch_size: int) -> dict[str, Any]:
     return figures | {k: getattr(info, k) for k in keep if getattr(info, k)}
 
 
-def combine(record: dict[str, Any], repeats: list[ArmResult], batch_size: int) -> None:
-    """Fill the cell's record from its repeats' results."""
+def combine(
+    record: dict[str, Any], repeats: list[ArmResult], batch_size: int,
+    fastest_host_ms: float | None = None,
+) -> None:
+    """Fill the cell's record from its repeats' results; `fastest_host_ms`: the host's fastest
+    on record, which the processes' own speed is set against (jobs/host.py)."""
     unknown = sorted({name for r in repeats for name in r.measured} - set(PER_REPEAT))
     if unknown:
         raise ValueError(
             f"the engine measured {', '.join(unknown)}: no per_repeat field of core/record.py"
         )
     record["outcome"], record["reason"] = _outcome(repeats)
-    record["repeats"] = [_per_repeat(r) for r in repeats]
+    record["repeats"] = [_per_repeat(r, record, batch_size) for r in repeats]
     if repeats and repeats[0].fingerprint:
         record["fingerprint"] = repeats[0].fingerprint
     notes = [r.profile_note for r in repeats if r.profile_note]
@@ -125,18 +141,21 @@ def combine(record: dict[str, Any], repeats: list[ArmResult], batch_size: int) -
     timed = [r for r in repeats if r.step_s]
     if not timed:
         return
-    record.update(timed_figures(timed, batch_size))
+    ok = [r for r in timed if r.outcome == Outcome.OK]
+    record.update(host.figures(ok, fastest_host_ms))
+    widening = record.get("host_widening") or 0.0
+    record.update(timed_figures(timed, batch_size, widening))
     record["stopped_by"] = ", ".join(dict.fromkeys(r.stopped_by for r in timed))
     usage = [r.cpu_percent for r in repeats if r.cpu_percent is not None]
     record["trainer_cpu_percent"] = statistics.median(usage) if usage else None
     record["epochs"] = timed[0].epochs
     vals = [e["val_accuracy"] for e in record["epochs"] if "val_accuracy" in e]
     record["final_val_accuracy"] = vals[-1] if vals else None
-    ok = [r for r in timed if r.outcome == Outcome.OK]
     twins = [r for r in ok if r.synthetic_step_s]
     if twins:
-        record.update(step_figures([r.synthetic_step_s for r in twins], "synthetic_ms_per_step"))
-        record.update(_input_bound(twins))
+        record.update(step_figures([r.synthetic_step_s for r in twins], "synthetic_ms_per_step",
+                                   widening))
+        record.update(_input_bound(twins, widening))
     record.update(repeat_medians(ok))
     stolen = [r.measured["cpu_stolen_pct"] for r in ok if "cpu_stolen_pct" in r.measured]
     if stolen:
@@ -144,18 +163,19 @@ def combine(record: dict[str, Any], repeats: list[ArmResult], batch_size: int) -
     record.update(_input_bound_most(ok))
     if ok:
         _rates(record)
+        record.update(fullrun.figures(record, ok, batch_size, widening))
     if record.get("predicted_step_s"):
         record["prediction_error"] = record["predicted_step_s"] / (record["ms_per_step"] / 1000) - 1
 
 
-def _input_bound(repeats: list[ArmResult]) -> dict[str, Any]:
+def _input_bound(repeats: list[ArmResult], widening: float = 0.0) -> dict[str, Any]:
     """The mean step over its synthetic twin's, process by process (both ran in the same one),
     with a t interval over processes: an input-bound verdict needs the whole interval above 1."""
     logs = [
         math.log(statistics.fmean(r.step_s) / statistics.fmean(r.synthetic_step_s))
         for r in repeats
     ]
-    estimate = stats.of_logs(logs)
+    estimate = replace(stats.of_logs(logs), widening=widening)
     return {"input_bound_ratio": estimate.value} | interval("input_bound_ratio", estimate)
 
 

@@ -38,10 +38,12 @@ both. Picking the
 baseline's best batch by its own throughput favours a lucky fast baseline there, which only
 lowers the paired speedup: the choice cannot make a policy look faster.
 
-A training run is the experiment's train.epochs where that is more than one epoch, else the
-2020 experiment's 20 (a timing run's single epoch is no training run), of train_examples //
-batch steps each (training drops the last partial batch), at the cell's mean step; its range
-is the mean step's own 95% interval.
+A training run is what `fit` spends on the experiment's train.epochs where that is more than
+one epoch, else on the 2020 experiment's run (20 epochs, validation after each; a timing run's
+single epoch is no training run): the cell's steps, its validation passes and its first
+epoch's one-time extra, each measured in its processes (summary.csv fullrun_s, with its
+interval over processes: core/fullrun.py). Where the host ran slower than its own while a cell
+was timed, the answer says so, and that cell's intervals are widened for it (core/host.py).
 """
 
 from __future__ import annotations
@@ -51,13 +53,11 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from mptbench.core import stats
+from mptbench.core import fullrun, stats
+from mptbench.core.host import HOST_TOLERANCE
 from mptbench.core.outcomes import Outcome
 from mptbench.report.summary import CELL_KEYS, baseline_name, is_baseline
 
-# The 2020 experiment trained 20 epochs (and timed the 20th): a training run, where the
-# experiment's own train.epochs is a timing run's one.
-PUBLISHED_EPOCHS = 20
 # Where an answer is: summary.csv's columns that name it.
 WHERE = ["machine", "model", "device"]
 # What a parity verdict says of a policy that learned worse than the baseline: left out.
@@ -171,15 +171,6 @@ def throughput_ratio(top: pd.Series, base: pd.Series, pairs: int) -> stats.Estim
     return estimate.at(stats.simultaneous(stats.CONFIDENCE, pairs))
 
 
-def training_epochs(rows: pd.DataFrame) -> tuple[int, str]:
-    """(epochs, what they are): train.epochs where more than 1, else the 2020 experiment's."""
-    epochs = rows.get("train_epochs", pd.Series(dtype=float))
-    epochs = pd.to_numeric(epochs, errors="coerce").dropna()
-    if len(epochs) and int(epochs.max()) > 1:
-        return int(epochs.max()), "train.epochs"
-    return PUBLISHED_EPOCHS, "the 2020 experiment's"
-
-
 def _duration(seconds: float, unit: tuple | None = None) -> tuple[str, tuple[str, int, int]]:
     """The time in s, min or h (the one its size asks for, or `unit`: its name, seconds and
     decimals), and the unit; one decimal below 10 of it."""
@@ -189,17 +180,16 @@ def _duration(seconds: float, unit: tuple | None = None) -> tuple[str, tuple[str
     return f"{seconds / unit[1]:.{unit[2]}f}", unit
 
 
-def training_time(row: pd.Series, epochs: int) -> str | None:
-    """'47 min (45–49)': `epochs` epochs of the cell at its mean step and its interval's ends;
-    None without the training split's size."""
-    if pd.isna(row.get("train_examples")):
+def training_time(row: pd.Series) -> str | None:
+    """'47 min (45–49)': the cell's whole run (fullrun_s) and its interval's ends; None where
+    the cell has none."""
+    if pd.isna(row.get("fullrun_s")):
         return None
-    steps = epochs * max(1, int(row["train_examples"]) // int(row["batch_size"]))
-    value, unit = _duration(steps * float(row["ms_per_step"]) / 1000)
-    ends = [row.get(c) for c in ("ms_per_step_ci_low", "ms_per_step_ci_high")]
+    value, unit = _duration(float(row["fullrun_s"]))
+    ends = [row.get(c) for c in ("fullrun_s_ci_low", "fullrun_s_ci_high")]
     if any(pd.isna(e) for e in ends):
         return f"{value} {unit[0]} (no interval)"
-    low, high = (_duration(steps * float(e) / 1000, unit)[0] for e in ends)
+    low, high = (_duration(float(e), unit)[0] for e in ends)
     return f"{value} {unit[0]} ({low}–{high})"
 
 
@@ -257,15 +247,40 @@ def _learning_words(row: pd.Series, baseline: str) -> str:
 
 
 def _time_words(rows: pd.DataFrame, shown: list[pd.Series]) -> str:
-    """'20 epochs of imagenette2-320 (the 2020 experiment's): float32 at batch 128 47 min
-    (45–49), mixed_bfloat16 at batch 256 28 min (27–29)'."""
-    epochs, which = training_epochs(rows)
-    times = [(configuration(r, rows), training_time(r, epochs)) for r in shown]
+    """'20 epochs of imagenette2-320 with validation after each (the 2020 experiment's run):
+    float32 at batch 128 47 min (45–49), mixed_bfloat16 at batch 256 28 min (27–29)'."""
+    times = [(configuration(r, rows), training_time(r)) for r in shown]
     if all(t is None for _, t in times):
-        return "a training run's time not known (no train_examples recorded)"
+        notes = [str(r["fullrun_note"]) for r in shown if pd.notna(r.get("fullrun_note"))]
+        return f"a whole run's time not known ({notes[0] if notes else 'not measured'})"
+    epochs, source = int(_first(rows, "fullrun_epochs")), _first(rows, "fullrun_source")
     dataset = ", ".join(str(d) for d in rows["dataset"].dropna().unique()) or "its dataset"
+    run = f"{epochs} epochs of {dataset}"
+    run += " with validation after each" if _first(rows, "fullrun_validates") else ""
+    which = "the 2020 experiment's run" if source == fullrun.PUBLISHED else source
     each = ", ".join(f"{name} {t or 'not known'}" for name, t in times)
-    return f"{epochs} epochs of {dataset} ({which}): {each}"
+    return f"{run} ({which}): {each}"
+
+
+def _first(rows: pd.DataFrame, column: str):
+    """The first value a column holds among the rows, None where none does."""
+    if column not in rows:
+        return None
+    found = rows[column].dropna()
+    return found.iloc[0] if len(found) else None
+
+
+def _host_words(shown: list[pd.Series]) -> str | None:
+    """'the host ran up to 1.8× slower than its own while these were timed; their intervals
+    are widened for it' (core/host.py); None where it held its speed."""
+    most = max((float(r["host_slowdown_most"]) for r in shown
+                if pd.notna(r.get("host_slowdown_most"))), default=1.0)
+    if most <= 1 + HOST_TOLERANCE:
+        return None
+    widened = any(float(r.get("host_widening") or 0) > 0 for r in shown)
+    said = f"the host ran up to {most:.2g}× slower than its own while these were timed"
+    return said + ("; their intervals are widened for it" if widened else
+                   ", in some processes (their spread is in the intervals)")
 
 
 def _left_out_words(left_out: list[tuple[pd.Series, str]], above: float, rows) -> str | None:
@@ -395,6 +410,7 @@ def answer_of(key: tuple[str, str, str], rows: pd.DataFrame, several_machines: b
     )
     shown = [r for r in (found.base, found.top) if r is not None]
     parts = [f"{where}: {found.sentence}", _time_words(rows, shown)]
+    parts += [w for w in [_host_words(shown)] if w]
     parts += [w for w in [_left_out_words(left_out, found.chosen["images_per_sec"], rows)] if w]
     return replace(found, sentence="; ".join(parts) + ".")
 

@@ -4,7 +4,9 @@ adds (the peak the cell is held to, MFU)."""
 
 from __future__ import annotations
 
+import math
 import statistics
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -138,21 +140,45 @@ def timed(record: dict[str, Any], steps: str, rounds: str) -> list[stats.Timed]:
     ]
 
 
+def _widening(*records: dict) -> float:
+    """What the cells' host slowdowns widen a figure of them by (core/host.py): one cell's
+    where they shared their processes, the sum where they did not."""
+    return sum(float(r.get("host_widening") or 0.0) for r in records)
+
+
 def speedup(baseline: dict, other: dict, steps: str, rounds: str):
     """(the other record's speedup over the baseline's, whether it was measured paired):
     paired where the two were timed in the same processes taking turns (core/stats.py), else
     from the processes' medians; None without timed steps on both sides. The paired interval
     is Stein's, as the train job judged it: the spread of the first train.repeats processes
-    (the ones planned before any was added for precision), the mean over all."""
+    (the ones planned before any was added for precision), the mean over all; widened where
+    the host ran slower than its own in all of them (core/host.py)."""
     base, mine = timed(baseline, steps, rounds), timed(other, steps, rounds)
     first = ((other.get("config") or {}).get("train") or {}).get("repeats")
     paired = stats.paired_speedup(base, mine, first)
     if paired is not None:
-        return paired, True
+        return replace(paired, widening=_widening(other)), True
     if not base or not mine:
         return None, False
     medians = [[statistics.median(s) for _, s, _ in side] for side in (base, mine)]
-    return stats.unpaired_log_ratios(*medians), False
+    unpaired = stats.unpaired_log_ratios(*medians)
+    return replace(unpaired, widening=_widening(baseline, other)), False
+
+
+def fullrun_speedup(baseline: dict, other: dict) -> stats.Estimate | None:
+    """The baseline's whole run over the other's (core/fullrun.py), process by process where
+    both ran in the same processes: a t interval over them on the logs, widened as the
+    speedup is; None where they shared no process with a whole run each."""
+    def each(record):
+        return {r.get("process"): r.get("fullrun_s") for r in record.get("repeats") or []
+                if r.get("fullrun_s") and r.get("outcome", Outcome.OK) == Outcome.OK}
+
+    base, mine = each(baseline), each(other)
+    logs = [math.log(base[p] / mine[p]) for p in mine if p in base]
+    if not logs:
+        return None
+    first = ((other.get("config") or {}).get("train") or {}).get("repeats")
+    return replace(stats.of_logs(logs, first=first), widening=_widening(other))
 
 
 def is_baseline(rows: pd.DataFrame) -> pd.Series:
@@ -182,6 +208,8 @@ def _speedups(df: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
             continue
         if i == j:
             df.at[i, "speedup_vs_baseline"] = 1.0
+            if pd.notna(df.at[i, "fullrun_s"]):
+                df.at[i, "fullrun_speedup"] = 1.0
             continue
         estimate, paired = speedup(records[j], records[i], "step_ms", "rounds")
         if estimate is not None:
@@ -193,6 +221,10 @@ def _speedups(df: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
         if twin is not None:
             _put(df, i, "speedup_compute", twin)
             df.at[i, "speedup_compute"] = twin.value
+        whole = fullrun_speedup(records[j], records[i])
+        if whole is not None:
+            _put(df, i, "fullrun_speedup", whole)
+            df.at[i, "fullrun_speedup"] = whole.value
     return df
 
 

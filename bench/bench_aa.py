@@ -7,10 +7,14 @@ convnet on the offline fixture at --image-size, each --batch-sizes a comparison 
 (conf/train/benchmark.yaml: 3 processes at least, the policies taking turns in each, more
 processes while a speedup is wider than ±3%, up to 5); the synthetic twin and the profile are
 off (they do not change a verdict). It prints every comparison, then the share of false
-verdicts (the target: at most 5%) and the median half-width of the speedup's interval over
-the cells whose step is 50 ms or more (the target: at most 5%, to see the published 7-10%).
+verdicts (the target: at most 5%), the median half-width of the speedup's interval over
+the cells whose step is 50 ms or more (the target: at most 5%, to see the published 7-10%), and
+the mean A/A ratio over all comparisons with its t interval, which must hold 1 (a method whose
+position in the process favours one arm leans one way), with how many ratios lie below 1.
+With several --source checkouts (before and after a change), their experiments alternate.
 
     python bench/bench_aa.py            # 4 x 6 = 24 comparisons: about 35 minutes on 2 cores
+    python bench/bench_aa.py --source . OLD_CHECKOUT   # both, alternating: about 70 minutes
     python bench/bench_aa.py --report-only   # the last run's records, read again
 """
 
@@ -19,31 +23,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, checkout, over, shown  # noqa: E402
+
 WORK = ROOT / "bench" / ".work" / "aa"
 COPY = "{compute_dtype:float32,variable_dtype:float32,loss_scaling:none,baseline:false}"
-
-
-def checkout() -> Path:
-    """A copy of the workflow to run in (its cache and calibration kept between runs)."""
-    folder = WORK / "checkout"
-    for name in ("Snakefile", "conf", "workflow", "src", "profiles", "envs"):
-        target = folder / name
-        if target.is_dir():
-            shutil.rmtree(target)
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, target, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            folder.mkdir(parents=True, exist_ok=True)
-            shutil.copy(ROOT / name, target)
-    return folder
 
 
 def run(folder: Path, name: str, args) -> list[dict]:
@@ -78,13 +68,21 @@ def run(folder: Path, name: str, args) -> list[dict]:
     base = summary[summary["policy"] == "float32"].set_index("batch_size")["ms_per_step"]
     for row in rows:
         row["experiment"], row["float32_ms"] = name, base[row["batch_size"]]
+        row["source"] = str(folder)
     print(f"{name}: {time.monotonic() - started:.0f} s", flush=True)
     return rows
 
 
 def report(rows: list[dict]) -> list[str]:
-    lines = [f"{'experiment':<12}{'batch':>6}{'float32 ms':>12}{'speedup (95% interval)':>28}"
-             f"{'±':>7}{'processes':>10}  verdict"]
+    lines = []
+    for source in dict.fromkeys(r.get("source", "") for r in rows):
+        lines += _report([r for r in rows if r.get("source", "") == source], source)
+    return lines
+
+
+def _report(rows: list[dict], source: str) -> list[str]:
+    lines = [source, f"{'experiment':<12}{'batch':>6}{'float32 ms':>12}"
+             f"{'speedup (95% interval)':>28}{'±':>7}{'processes':>10}  verdict"]
     for r in rows:
         width = (r["speedup_ci_high"] - r["speedup_ci_low"]) / 2 / r["speedup_vs_baseline"]
         r["half_width"] = width
@@ -103,6 +101,12 @@ def report(rows: list[dict]) -> list[str]:
                      "(target at most 5%)")
     notes = [r for r in rows if "wider than train.precision" in str(r.get("stopped_by"))]
     lines.append(f"cells that said their budget ran out before ±3%: {len(notes)}")
+    mean = over([r["speedup_vs_baseline"] for r in rows])
+    below = sum(r["speedup_vs_baseline"] < 1 for r in rows)
+    held = mean is not None and mean.low is not None and mean.low <= 1 <= mean.high
+    lines.append(f"mean A/A ratio over the {len(rows)} comparisons {shown(mean)}: "
+                 f"{'holds' if held else 'does NOT hold'} 1; {below} below 1, "
+                 f"{len(rows) - below} at or above")
     return lines
 
 
@@ -113,14 +117,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--image-size", type=int, default=64)
     parser.add_argument("--report-only", action="store_true",
                         help="the last run's records read again: the report rule only")
+    parser.add_argument("--source", type=Path, nargs="+", default=[ROOT],
+                        help="the checkouts whose experiments alternate")
     args = parser.parse_args(argv)
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
                 if line.startswith("model name")), "unknown CPU")
     print(f"A/A on {cpu}, {os.cpu_count()} cores: {args.experiments} experiments x "
           f"{len(args.batch_sizes)} batch sizes at {args.image_size} px", flush=True)
-    folder = checkout()
+    folders = [WORK / (f"checkout-{i + 1}" if len(args.source) > 1 else "checkout")
+               for i in range(len(args.source))]
+    for source, folder in zip(args.source, folders, strict=True):
+        checkout(source.resolve(), folder)
     started = time.monotonic()
-    rows = [r for k in range(args.experiments) for r in run(folder, f"aa{k + 1}", args)]
+    rows = []
+    for k in range(args.experiments):
+        turn = k % len(folders)  # the checkouts take turns going first
+        for folder in folders[turn:] + folders[:turn]:
+            rows += run(folder, f"aa{k + 1}", args)
     lines = report(rows) + [f"{time.monotonic() - started:.0f} s in all"]
     print("\n".join(lines))
     WORK.mkdir(parents=True, exist_ok=True)

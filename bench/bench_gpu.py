@@ -126,7 +126,7 @@ def run_group(cfg: dict, cells: list, info: dict, out: Path) -> list[dict]:
     for record in records:
         record.parent.mkdir(parents=True, exist_ok=True)
     runs = [run_config(cfg, c) for c in cells]
-    code = supervise(runs, str(prepared), None, [str(r) for r in records],
+    code = supervise([runs], str(prepared), None, [[str(r) for r in records]],
                      model_info=str(info_file))
     if code:
         return [{"outcome": "failed", "reason": f"the supervisor exited with {code}"}] * len(cells)

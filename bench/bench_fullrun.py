@@ -1,0 +1,333 @@
+"""Is the answer's whole run what a user's own `fit` spends?
+
+The report projects a whole training run (core/fullrun.py): the cell's training steps, a
+validation pass after each epoch and the first epoch's one-time extra, each measured in the
+pipeline's own timing processes. This benchmark sets that projection against real runs: per
+cycle, in fresh processes, interleaved (ABBA: the order reverses every cycle),
+
+- **pipeline**: one process of the comparison group exactly as the train job runs it (the
+  engine's RepeatJob through jobs/trainer.py, the default timing keys, train.epochs=3 with
+  validation after each), its whole run per policy from its own figures (jobs/fullrun.py), and
+- **fit**: per policy, a plain Keras `fit` of 3 epochs with validation after each on the same
+  prepared data, model builder and seed, in a process of its own, timed from the call to the
+  end of its last epoch (Keras' on_train_end), each epoch's training and validation apart. What
+  `fit` takes after that to return is kept apart too: with TensorFlow 2.21 it returned up to
+  37 s later in some runs and at once in others, each time about 21.6, 42 or 83 s after the
+  call (a wait inside TensorFlow on a schedule that doubles, not training: no step and no
+  validation batch runs in it), which a run of hours meets once and a 3-epoch one every time.
+
+Per policy it prints, paired by cycle with a t interval over cycles: the projected whole run
+over the real one (and each part over the real part: steps, validation, the first epoch's
+extra), what the projection before the whole run was measured said (the steps alone, as the
+answer printed: epochs x steps x the mean step) over the real run, and the projected
+whole-run speedup over the real one. The goal: within 0.95-1.05 and holding 1. Each process's
+steal and the host's own speed (the pipeline's host_ms) are kept beside it; --neighbour makes
+the host busy on purpose, with a load that comes and goes.
+
+Every process is kept in bench/.work/fullrun/<tag>.jsonl: a rerun goes on where it stopped.
+
+    python bench/bench_fullrun.py                          # the three cells, quiet host
+    python bench/bench_fullrun.py --neighbour 1 --tag busy # one neighbour thread, comes and goes
+    python bench/bench_fullrun.py --report-only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (  # noqa: E402
+    WORK,
+    Neighbour,
+    Steal,
+    append_jsonl,
+    compose_runs,
+    fixture,
+    machine,
+    over,
+    read_jsonl,
+    shown,
+)
+
+HERE = WORK / "fullrun"
+CELLS = ["seed_convnet:128", "seed_convnet:64", "mobilenet_v2:96"]
+POLICIES = ["float32", "mixed_bfloat16"]
+EPOCHS = 3
+GOAL = 0.05
+PARTS = ("steps", "validation", "first_epoch")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cells", nargs="+", default=CELLS, help="model:image_size ...")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--train-per-class", type=int, default=150)
+    parser.add_argument("--val-per-class", type=int, default=50)
+    parser.add_argument("--min-cycles", type=int, default=4)
+    parser.add_argument("--max-cycles", type=int, default=12)
+    parser.add_argument("--max-minutes", type=float, default=40.0, help="per cell")
+    parser.add_argument("--neighbour", type=int, default=0,
+                        help="threads of a neighbour whose load comes and goes (0: none)")
+    parser.add_argument("--tag", default="quiet", help="names this run's kept processes")
+    parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--return-cycles", type=int, default=2,
+                        help="cycles whose fits are waited for until fit returns")
+    parser.add_argument("--child-fit", nargs=4, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+# ---------------------------------------------------------------- a user's own fit
+
+
+def child_fit(run_json: str, prepared_json: str, out: str, wait: str = "return") -> None:
+    """EPOCHS epochs of plain Keras fit with validation after each: the wall time from the call
+    to the end of its last epoch and to its return, and each epoch's training and validation.
+    With `wait` "trained", the process ends at the last epoch's end (its figures written): what
+    fit then takes to return is not waited for."""
+    import keras
+    import tensorflow as tf
+
+    from mptbench.core.contract import Run, decode
+    from mptbench.engine.models import build_model, jit_setting
+    from mptbench.engine.pipeline import input_pipeline
+
+    run = decode(Run, json.loads(Path(run_json).read_text()))
+    prepared = json.loads(Path(prepared_json).read_text())
+    size, classes = prepared["image_size"], len(prepared["classes"])
+    keras.utils.set_random_seed(run.seed)
+    model = build_model(run.model, (size, size, 3), classes, run.policy,
+                        jit_setting(run.variant.jit_compile), run.block_steps)
+    data = {split: input_pipeline(tf, prepared, split, run.cell.batch_size, run.dataset.input,
+                                  run.seed, training=split == "train",
+                                  one_hot_classes=classes if run.model.one_hot_labels else 0)
+            for split in ("train", "validation")}
+    epochs: list[dict] = []
+    ended: list[float] = []
+
+    class Clock(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            epochs.append({"begin": time.perf_counter()})
+
+        def on_test_begin(self, logs=None):
+            epochs[-1]["test_begin"] = time.perf_counter()
+
+        def on_test_end(self, logs=None):
+            epochs[-1]["validation_s"] = time.perf_counter() - epochs[-1]["test_begin"]
+
+        def on_epoch_end(self, epoch, logs=None):
+            epochs[-1]["wall_s"] = time.perf_counter() - epochs[-1]["begin"]
+
+        def on_train_end(self, logs=None):
+            ended.append(time.perf_counter())
+            if wait == "trained":
+                write(None)
+                os._exit(0)
+
+    def write(wall: float | None) -> None:
+        for e in epochs:
+            e["train_s"] = e["wall_s"] - e.get("validation_s", 0.0)
+        Path(out).write_text(json.dumps({"policy": run.policy.name, "wall_s": wall,
+                                         "trained_s": ended[0] - started, "epochs": epochs}))
+
+    steps = prepared["splits"]["train"] // run.cell.batch_size
+    started = time.perf_counter()
+    model.fit(data["train"], epochs=EPOCHS, steps_per_epoch=steps,
+              validation_data=data["validation"], callbacks=[Clock()], verbose=0)
+    write(time.perf_counter() - started)
+
+
+def real_parts(fit: dict) -> dict[str, float]:
+    """A real fit's parts as the projection names them: steady training and validation are
+    the later epochs' mean times the epochs, the first epoch's extra its excess over them."""
+    later = fit["epochs"][1:]
+    train = statistics.fmean(e["train_s"] for e in later)
+    validation = statistics.fmean(e["validation_s"] for e in later)
+    first = fit["epochs"][0]
+    return {"steps": EPOCHS * train, "validation": EPOCHS * validation,
+            "first_epoch": first["train_s"] - train + first["validation_s"] - validation,
+            "total": fit["trained_s"],
+            "return_tail": None if fit["wall_s"] is None else fit["wall_s"] - fit["trained_s"]}
+
+
+def fit_process(run_file: Path, prepared: Path, env: dict, log: Path, wait: str) -> dict:
+    out = log.with_suffix(".json")
+    out.unlink(missing_ok=True)
+    with open(log, "w") as sink:
+        done = subprocess.run([sys.executable, __file__, "--child-fit", str(run_file),
+                               str(prepared), str(out), wait], env=env, stdout=sink,
+                              stderr=subprocess.STDOUT, timeout=3600)
+    if done.returncode or not out.exists():
+        raise SystemExit(f"a fit failed (exit {done.returncode}): {log}")
+    fit = json.loads(out.read_text())
+    return {"kind": "fit", "policy": fit["policy"], "parts": real_parts(fit), "fit": fit}
+
+
+# ---------------------------------------------------------------- the pipeline's projection
+
+
+def pipeline_process(trainer, prepared: Path, runs, index: int) -> list[dict]:
+    """One process of the group as the train job runs it, each policy's whole run as the
+    train job works it out."""
+    from mptbench.core.files import read_json
+    from mptbench.jobs.fullrun import per_process
+    from mptbench.jobs.series import base_record
+    from mptbench.jobs.trainer import Death
+
+    got = trainer.repeat(str(prepared), index, runs)
+    if isinstance(got, Death):
+        raise SystemExit(f"the pipeline's trainer died: {got.outcome}: {got.reason}")
+    info, rows = read_json(prepared), []
+    for run, arm in zip(runs, got.arms, strict=True):
+        if arm.outcome != "ok":
+            raise SystemExit(f"{arm.policy}: {arm.outcome}: {arm.reason}")
+        parts = per_process(base_record(run, info), arm, run.cell.batch_size)
+        rows.append({"kind": "pipeline", "policy": arm.policy, "parts": parts,
+                     "host_ms": arm.measured.get("host_ms"), "step_s": arm.step_s})
+    return rows
+
+
+# ---------------------------------------------------------------- the driver
+
+
+def cell_of(text: str) -> tuple[str, int]:
+    model, size = text.split(":")
+    return model, int(size)
+
+
+def measure(text: str, args, log) -> list[dict]:
+    from mptbench.core.contract import encode
+    from mptbench.jobs.launcher import environment
+    from mptbench.jobs.trainer import Trainer
+
+    model, size = cell_of(text)
+    tag = f"{model}-{size}px-bs{args.batch_size}"
+    folder = HERE / args.tag / tag
+    folder.mkdir(parents=True, exist_ok=True)
+    prepared = fixture(HERE, size, args.train_per_class, args.val_per_class)
+    runs = compose_runs(model, size, POLICIES, args.batch_size, [
+        f"train.epochs={EPOCHS}", "train.validate=true", "train.synthetic_twin=false",
+        "train.profile_steps=0", "train.max_step_seconds=null"])
+    env = environment(runs[0].variant.env, runs[0].device.name, runs[0].backend.name)
+    files = {}
+    for run in runs:
+        files[run.policy.name] = folder / f"run-{run.policy.name}.json"
+        files[run.policy.name].write_text(json.dumps(encode(run)))
+    kept = HERE / args.tag / f"{tag}.jsonl"
+    rows = read_jsonl(kept)
+    trainer = Trainer(sys.executable, runs, [str(folder / f"{p}.record") for p in POLICIES])
+    started, cycle = time.monotonic(), len({r["cycle"] for r in rows})
+    with Neighbour(args.neighbour, HERE / args.tag / "neighbour.log") as neighbour:
+        while cycle < args.max_cycles:
+            if cycle >= args.min_cycles and settled(rows):
+                break
+            if time.monotonic() - started > 60 * args.max_minutes:
+                log(f"  {tag}: --max-minutes={args.max_minutes} ran out after {cycle} cycles")
+                break
+            order = ["pipeline", *POLICIES]
+            for what in order if cycle % 2 == 0 else order[::-1]:
+                steal, began = Steal(), time.time()
+                if what == "pipeline":
+                    got = pipeline_process(trainer, prepared, runs, cycle % 3)
+                else:
+                    wait = "return" if cycle < args.return_cycles else "trained"
+                    got = [fit_process(files[what], prepared, env,
+                                       folder / f"fit-{what}-{cycle}.log", wait)]
+                for row in got:
+                    row |= {"cycle": cycle, "stolen_pct": steal.percent(),
+                            "neighbour_busy": neighbour.busy_share(began, time.time())}
+                    append_jsonl(kept, row)
+                    rows.append(row)
+            cycle += 1
+            log(f"  {tag} cycle {cycle}: " + "; ".join(
+                f"{r['kind']} {r['policy']} {r['parts']['total']:.1f} s"
+                for r in rows if r["cycle"] == cycle - 1)
+                + f" ({time.monotonic() - started:.0f} s)")
+    return rows
+
+
+def _by_cycle(rows: list[dict], kind: str, policy: str, part: str = "total") -> dict:
+    return {r["cycle"]: r["parts"][part] for r in rows
+            if r["kind"] == kind and r["policy"] == policy and r.get("parts")}
+
+
+def ratios(rows: list[dict], policy: str, part: str = "total", real_part: str | None = None):
+    """Per cycle, the pipeline's figure over the real fit's, and their estimate."""
+    mine, real = _by_cycle(rows, "pipeline", policy, part), _by_cycle(
+        rows, "fit", policy, real_part or part)
+    return over([mine[c] / real[c] for c in sorted(set(mine) & set(real))])
+
+
+def speedup_ratio(rows: list[dict]):
+    """Per cycle, the projected whole-run speedup over the real one."""
+    base, other = POLICIES
+    found = []
+    for c in sorted({r["cycle"] for r in rows}):
+        p = {k: _by_cycle(rows, "pipeline", k).get(c) for k in POLICIES}
+        f = {k: _by_cycle(rows, "fit", k).get(c) for k in POLICIES}
+        if all(p.values()) and all(f.values()):
+            found.append((p[base] / p[other]) / (f[base] / f[other]))
+    return over(found)
+
+
+def settled(rows: list[dict]) -> bool:
+    """Every policy's projected-over-real interval within ±GOAL (widths only: stopping on it
+    cannot bias where the figure lies)."""
+    found = [ratios(rows, p) for p in POLICIES]
+    return all(e is not None and e.half_width is not None and e.half_width <= GOAL
+               for e in found)
+
+
+def report(text: str, rows: list[dict], args) -> list[str]:
+    model, size = cell_of(text)
+    cycles = len({r["cycle"] for r in rows})
+    steal = [r["stolen_pct"] for r in rows if r.get("stolen_pct") is not None]
+    host = [r["host_ms"] for r in rows if r.get("host_ms")]
+    busy = [r["neighbour_busy"] for r in rows if r.get("neighbour_busy") is not None]
+    lines = [f"{model} at {size} px, batch {args.batch_size}, {EPOCHS} epochs with validation "
+             f"after each: {cycles} cycles; steal {min(steal, default=0):.1f}-"
+             f"{max(steal, default=0):.1f}%; host check {min(host, default=0):.2f}-"
+             f"{max(host, default=0):.2f} ms"
+             + (f"; neighbour busy {100 * statistics.fmean(busy):.0f}% of the time" if busy
+                else "")]
+    for policy in POLICIES:
+        real = [r["parts"]["total"] for r in rows if r["kind"] == "fit" and r["policy"] == policy]
+        tails = [r["parts"]["return_tail"] for r in rows if r["kind"] == "fit"
+                 and r["policy"] == policy and r["parts"]["return_tail"] is not None] or [0.0]
+        lines.append(f"  {policy:<15} real fit {statistics.fmean(real):.1f} s (then "
+                     f"{min(tails):.1f}-{max(tails):.1f} s to return); projected / real: "
+                     f"whole run {shown(ratios(rows, policy))}, steps alone (the answer before) "
+                     f"{shown(ratios(rows, policy, 'steps', 'total'))}")
+        lines.append("  " + " " * 15 + " per part, projected / real: " + ", ".join(
+            f"{part} {shown(ratios(rows, policy, part))}" for part in PARTS))
+    lines.append(f"  whole-run speedup, projected / real: {shown(speedup_ratio(rows))}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.child_fit:
+        child_fit(*args.child_fit)
+        return 0
+    print(f"whole run against fit on {machine()}, {args.tag}", flush=True)
+    lines = []
+    for text in args.cells:
+        model, size = cell_of(text)
+        kept = HERE / args.tag / f"{model}-{size}px-bs{args.batch_size}.jsonl"
+        rows = read_jsonl(kept) if args.report_only else measure(
+            text, args, lambda s: print(s, flush=True))
+        if rows:
+            lines += report(text, rows, args)
+            print("\n".join(lines[-(2 * len(POLICIES) + 2):]), flush=True)
+    print("\n" + "\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

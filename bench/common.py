@@ -1,0 +1,237 @@
+"""What several benchmarks share: the machine they ran on, a fixture in Imagenette's layout and
+its cache, a copy of a checkout and a workflow run in it, a neighbour whose load comes and
+goes, and figures over processes through the production statistics (core/stats.py).
+
+    python bench/common.py --neighbour 1 20 90 20 90 LOG   # what Neighbour starts
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "src") not in sys.path:  # a checkout without `pip install -e .` works too
+    sys.path.insert(0, str(ROOT / "src"))
+WORK = ROOT / "bench" / ".work"
+# What a copy of the workflow needs to run.
+WORKFLOW = ("Snakefile", "conf", "workflow", "src", "profiles", "envs")
+
+
+def machine() -> str:
+    """'Intel(R) Xeon(R) Processor, 2 cores, AMX-BF16': the CPU and its fast bfloat16."""
+    from mptbench.engine.fingerprint import cpu_info
+
+    cpu = cpu_info()
+    flags = set(cpu["flags"])
+    fast = ("AMX-BF16" if "amx_bf16" in flags else
+            "AVX512_BF16, no AMX" if "avx512_bf16" in flags else "no native bfloat16")
+    return f"{cpu['model']}, {cpu['logical_cores']} cores, {fast}"
+
+
+class Steal:
+    """The share of the machine's CPU the hypervisor gave to other guests since `start`."""
+
+    def __init__(self):
+        from mptbench.core import hardware
+
+        self._hardware = hardware
+        self._ticks = hardware.cpu_ticks()
+
+    def percent(self) -> float | None:
+        return self._hardware.stolen_percent(self._ticks, self._hardware.cpu_ticks())
+
+
+# ---------------------------------------------------------------- data
+
+
+def fixture(work: Path, image_size: int, train_per_class: int, val_per_class: int) -> Path:
+    """An archive in Imagenette's layout and its tfds cache at `image_size` (each built once
+    under `work`): the prepared JSON a cell reads."""
+    from mptbench.data.fixtures import make_imagenette_archive
+
+    work = work.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    short_side = max(96, image_size + 16)  # the cache is built by downscaling, as real data is
+    stem = f"imagenette-{train_per_class}x{val_per_class}x{short_side}"
+    archive = work / f"{stem}.tgz"
+    if not archive.exists():
+        make_imagenette_archive(archive, train_per_class=train_per_class,
+                                val_per_class=val_per_class, short_side=short_side)
+    prepared = work / f"prepared-{stem}-{image_size}px.json"
+    if not prepared.exists():
+        code = ("import sys; from mptbench.data.cache import prepare; "
+                "from mptbench.core.files import write_json; "
+                "write_json(sys.argv[4], prepare(sys.argv[1], sys.argv[2], int(sys.argv[3]), "
+                "sys.argv[5]))")
+        subprocess.run([sys.executable, "-c", code, str(archive), stem, str(image_size),
+                        str(prepared), str(work / "tfds")], check=True, timeout=1800)
+    return prepared
+
+
+def compose_runs(model: str, image_size: int, policies: list[str], batch_size: int,
+                 overrides: list[str] = ()):
+    """A comparison group's runs as the workflow composes them (the benchmark experiment)."""
+    from mptbench.plan import Cell, compose_config, run_config
+
+    cfg = compose_config(ROOT / "conf", "benchmark", [
+        "name=bench", f"dataset.image_size={image_size}", f"model=[{model}]",
+        f"policy=[{','.join(policies)}]", *overrides,
+    ])
+    return [run_config(cfg, Cell("local", model, "tensorflow", "pypi", "cpu", p, batch_size))
+            for p in policies]
+
+
+# ---------------------------------------------------------------- the workflow in a copy
+
+
+def checkout(source: Path, target: Path) -> Path:
+    """A copy of `source`'s workflow in `target` (its results, if any, kept)."""
+    target.mkdir(parents=True, exist_ok=True)
+    for name in WORKFLOW:
+        src, dst = source / name, target / name
+        if dst.is_dir():
+            shutil.rmtree(dst)
+        if src.is_dir():
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.exists():
+            shutil.copy(src, dst)
+    return target
+
+
+def snakemake(folder: Path, overrides: list[str], experiment: str = "benchmark",
+              extra: list[str] = ()) -> subprocess.CompletedProcess:
+    """`snakemake --cores 2` in `folder` with these Hydra overrides; its output kept in
+    <folder>/last_run.log."""
+    exe = Path(sys.executable).with_name("snakemake")
+    config = "overrides=[" + ",".join(f'"{o}"' for o in overrides) + "]"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([str(exe), "--cores", "2", *extra, "--config",
+                           f"experiment={experiment}", config],
+                          cwd=folder, env=env, capture_output=True, text=True)
+    (folder / "last_run.log").write_text(done.stdout + done.stderr)
+    return done
+
+
+# ---------------------------------------------------------------- a neighbour
+
+
+class Neighbour:
+    """A process whose load comes and goes: `threads` threads of float32 matmuls for a busy
+    spell of `busy` seconds (drawn between the two), then nothing for `idle` seconds, over and
+    over, each spell written to `log` (start, end, busy or idle) so a figure can say how much
+    of its time the neighbour was busy. Without threads, nothing is started."""
+
+    def __init__(self, threads: int, log: Path, busy=(20.0, 90.0), idle=(20.0, 90.0)):
+        self.threads, self.log, self.busy, self.idle = threads, log, busy, idle
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> Neighbour:
+        if self.threads:
+            command = [sys.executable, __file__, "--neighbour", str(self.threads),
+                       *map(str, (*self.busy, *self.idle)), str(self.log)]
+            env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+            self.process = subprocess.Popen(command, env=env)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+
+    def busy_share(self, start: float, end: float) -> float | None:
+        """The share of [start, end] (time.time()) the neighbour was busy."""
+        if not self.threads or not self.log.exists():
+            return None
+        busy = 0.0
+        for line in self.log.read_text().splitlines():
+            a, b, kind = line.split()
+            if kind == "busy":
+                busy += max(0.0, min(float(b), end) - max(float(a), start))
+        return busy / (end - start) if end > start else None
+
+
+def _neighbour(threads: int, busy: tuple[float, float], idle: tuple[float, float],
+               log: Path) -> None:
+    import threading
+
+    import numpy as np
+
+    draw = random.Random()
+    stop = threading.Event()
+
+    def work():
+        a = np.random.default_rng(0).random((512, 512), dtype=np.float32)
+        while not stop.is_set():
+            a = (a @ a) / 512.0
+
+    while True:
+        spell = draw.uniform(*busy)
+        stop.clear()
+        workers = [threading.Thread(target=work, daemon=True) for _ in range(threads)]
+        started = time.time()
+        for worker in workers:
+            worker.start()
+        time.sleep(spell)
+        stop.set()
+        for worker in workers:
+            worker.join()
+        with open(log, "a") as sink:
+            sink.write(f"{started:.1f} {time.time():.1f} busy\n")
+        started = time.time()
+        time.sleep(draw.uniform(*idle))
+        with open(log, "a") as sink:
+            sink.write(f"{started:.1f} {time.time():.1f} idle\n")
+
+
+# ---------------------------------------------------------------- figures
+
+
+def over(values: list[float], first: int | None = None):
+    """exp(mean log) of positive figures, one per process or cycle, with its t interval
+    (core/stats.py); None without any."""
+    from mptbench.core import stats
+
+    values = [v for v in values if v and v > 0 and math.isfinite(v)]
+    return stats.of_logs([math.log(v) for v in values], first=first) if values else None
+
+
+def shown(estimate, digits: int = 3) -> str:
+    """'1.02 (0.98-1.06)'."""
+    if estimate is None:
+        return "-"
+    if estimate.low is None:
+        return f"{estimate.value:.{digits}f} (no interval)"
+    return f"{estimate.value:.{digits}f} ({estimate.low:.{digits}f}-{estimate.high:.{digits}f})"
+
+
+def holds(estimate, value: float) -> bool:
+    return estimate is not None and estimate.low is not None and (
+        estimate.low <= value <= estimate.high)
+
+
+def append_jsonl(path: Path, row: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as sink:
+        sink.write(json.dumps(row) + "\n")
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="a neighbour whose load comes and goes")
+    parser.add_argument("--neighbour", nargs=6, required=True,
+                        metavar=("THREADS", "BUSY_MIN", "BUSY_MAX", "IDLE_MIN", "IDLE_MAX", "LOG"))
+    found = parser.parse_args().neighbour
+    _neighbour(int(found[0]), (float(found[1]), float(found[2])),
+               (float(found[3]), float(found[4])), Path(found[5]))

@@ -277,3 +277,18 @@ def test_arms_taking_turns_count_their_own_turns_only():
     assert a.timed_wall_s == pytest.approx(sum(a.step_seconds))
     assert b.timed_wall_s == pytest.approx(sum(b.step_seconds))
     assert a.rounds == [0, 0, 1, 1, 2] and b.rounds == [0, 0, 1, 1, 2, 2]
+
+
+def test_the_host_check_between_an_arm_alone_s_turns_is_no_step_time():
+    """One arm alone takes turn after turn; the host's check runs as each turn ends (0.3 s
+    here) and its time is neither in a step nor in the arm's timed wall time."""
+    time = FakeTime()
+    turns = Rounds(["a"], samples=2, between_turns=lambda: setattr(time, "t", time.t + 0.3))
+    clock = StepClock(1, 6, 1, None, now=time)
+    clock.epoch_begin(0)
+    while turns.live:
+        clock.batch_begin()
+        time.t += 0.1
+        after_turn(clock, turns, "a", clock.batch_end(1.0))
+    assert turns.turns == 3 and len(clock.step_seconds) == 6
+    assert clock.timed_wall_s == pytest.approx(sum(clock.step_seconds))

@@ -33,6 +33,7 @@ class Rounds:
         self.arms, self.samples, self.seconds = list(arms), max(1, samples), seconds
         self.live = list(arms)
         self.round = 0
+        self.turns = 0  # turns ended so far: one arm alone also ends its turns
         self._queue = list(arms)  # this round's arms still to take their turn, current first
         self._timed = 0
         self._timed_s = 0.0
@@ -104,6 +105,7 @@ class Rounds:
             self.round += 1
             self._queue = self.order(self.round)
         self._timed, self._timed_s = 0, 0.0
+        self.turns += 1
         if self._queue and self._between:
             self._between()
         if self._queue and self._on_turn:

@@ -185,11 +185,13 @@ class StepClock:
 def after_turn(clock: StepClock, turns: Rounds, arm: str, stop: bool) -> None:
     """After each sample of an arm taking turns: tell the rounds, keep the sample's round, and
     when the turn has passed to another arm, close the clock's timed span (its wall time and
-    its budget count its own turns only)."""
+    its budget count its own turns only). A turn's end closes it even where the same arm goes
+    on (an arm alone): the host check between turns is no step's time."""
+    ended = turns.turns
     round_ = turns.end(arm, clock.last_timed, clock.last_seconds, done=stop)
     if clock.last_timed:
         clock.rounds.append(round_)
-    if turns.current != arm:
+    if turns.current != arm or turns.turns != ended:
         clock.close_segment()
 
 
@@ -228,6 +230,12 @@ def make_step_timer(clock: StepClock, turns: Rounds | None = None, arm: str | No
                 after_turn(self.clock, turns, arm, stop)
                 if stop:  # what fit does after its last step waits for the others' steps
                     turns.wait_done()
+
+        def on_test_begin(self, logs=None):
+            # A validation pass between epochs waits for the arm's turn and runs in it, never
+            # beside another arm's timed steps (its time lies between two steps: no step's).
+            if turns is not None:
+                turns.begin(arm)
 
         def on_train_end(self, logs=None):
             self.clock.train_end()

@@ -101,7 +101,8 @@ def smoke(cluster, checkout):
     # and whether it learns (the smoke shows those: their jobs take the train job's resources),
     # nor the profile and the synthetic twin a train job runs after its repeats, wherever it is.
     once = 'overrides=["train.repeats=1","train.max_repeats=1","sweep.fit_search=false",'
-    once += '"train.parity_steps=0","train.profile_steps=0","train.synthetic_twin=false"]'
+    once += '"train.parity_steps=0","train.profile_steps=0","train.synthetic_twin=false",'
+    once += '"train.validation_steps=0"]'
     done = _snakemake_slurm(checkout, cluster, "experiment=smoke", once, timeout=SMOKE_TIMEOUT_S)
     wall = time.monotonic() - start
     print(f"\nsmoke experiment through SLURM: {wall:.0f} s wall time")
@@ -145,7 +146,7 @@ def test_each_target_runs_on_the_nodes_of_its_feature(smoke, cluster):
     overrides = ('overrides=["name=smoke_targets","policy=[float32]","sweep.batch_sizes=[8]",'
                  '"train.repeats=1","train.max_repeats=1","sweep.fit_search=false",'
                  '"train.max_step_seconds=null","train.profile_steps=0",'
-                 f'"train.parity_steps=0","{targets}"]')
+                 f'"train.parity_steps=0","train.validation_steps=0","{targets}"]')
     done = _snakemake_slurm(checkout, cluster, "experiment=smoke", overrides, timeout=300)
     output = done.stdout + done.stderr
     assert done.returncode != 0, output[-3000:]  # the other target's jobs cannot be placed

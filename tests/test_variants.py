@@ -19,7 +19,8 @@ def test_variants_run_side_by_side_with_their_own_settings(tmp_path_factory, war
     overrides = 'overrides=["name=smoke_variants","variant=[pypi,pypi_onednn,pypi_xla]",'
     overrides += '"policy=[float32]","sweep.batch_sizes=[8]","train.repeats=1",'
     overrides += '"train.max_repeats=1","train.profile_steps=0","sweep.fit_search=false",'
-    overrides += '"train.max_step_seconds=null","train.synthetic_twin=false"]'
+    overrides += '"train.max_step_seconds=null","train.synthetic_twin=false",'
+    overrides += '"train.validation_steps=0"]'
     # TensorFlow-only variants pair with tensorflow alone, said once, not an error.
     dry = snakemake(smoke, "-n", "--config", "experiment=smoke_backends", overrides)
     assert dry.returncode == 0, dry.stderr[-3000:]

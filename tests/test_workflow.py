@@ -356,7 +356,8 @@ def test_policies_added_by_override_alone_get_their_dtype_and_a_renamed_baseline
     overrides = (
         'overrides=["name=smoke_policy","policy=[]","sweep.batch_sizes=[4]",'
         '"train.profile_steps=0","train.max_step_seconds=null","sweep.fit_search=false",'
-        '"train.parity_steps=0","train.synthetic_twin=false","+policy.fp32={compute_dtype:float32,variable_dtype:float32,loss_scaling:none,'
+        '"train.parity_steps=0","train.synthetic_twin=false","train.validation_steps=0",'
+        '"+policy.fp32={compute_dtype:float32,variable_dtype:float32,loss_scaling:none,'
         'baseline:true}",'
         '"+policy.bf16_copy={compute_dtype:bfloat16,variable_dtype:float32,loss_scaling:none}"]'
     )
@@ -423,7 +424,8 @@ def test_your_model_on_your_images(smoke, user_images):
         f'"dataset=image_folder","dataset.path={user_images}","dataset.name=my-images",'
         '"dataset.image_size=32","policy=[float32]","sweep.batch_sizes=[4]","backend=[tensorflow]",'
         '"sweep.fit_search=false","train.repeats=1","train.max_repeats=1",'
-        '"train.max_step_seconds=null","train.profile_steps=0","train.synthetic_twin=false"]'
+        '"train.max_step_seconds=null","train.profile_steps=0","train.synthetic_twin=false",'
+        '"train.validation_steps=0"]'
     )
     done = snakemake(smoke, "--cores", "2", "--config", "experiment=smoke", overrides)
     assert done.returncode == 0, done.stderr[-3000:]

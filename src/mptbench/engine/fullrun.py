@@ -46,7 +46,10 @@ def time_validation(session, arm, prepared: dict) -> None:
     the reason there is none, in the arm's validation_note)."""
     run, result = arm.run, arm.result
     steps = run.train.validation_steps
-    if not steps or not plan(run.train).validates:
+    if not plan(run.train).validates:
+        return
+    if not steps:
+        result.validation_note = "train.validation_steps=0: no validation timed, no whole run"
         return
     data = feed.validation_data(session, run, prepared)
     if data is None:

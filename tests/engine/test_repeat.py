@@ -198,7 +198,7 @@ def test_the_arms_order_rotates_from_one_repeat_to_the_next_and_each_times_its_w
     assert (a.policy, a.position, b.policy, b.position) == ("float32", 1, "float32_copy", 0)
     # 8 timed steps of 2 a turn: 4 rounds, 8 turns, a sample before, after, and between.
     assert 2 <= len(a.host_s) == len(b.host_s) and a.host_s == b.host_s
-    assert a.measured["host_ms"] > 0
+    assert a.measured["host_ms"] == pytest.approx(1000 * min(a.host_s))  # its fastest sample
     for arm in (a, b):
         assert len(arm.validation_s) == 2 and arm.validation_note is None
         assert arm.validation_first_s > max(arm.validation_s)  # it compiled the test step

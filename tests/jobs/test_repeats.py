@@ -140,3 +140,12 @@ def test_a_host_that_ran_slower_than_the_interval_allows_gets_the_most_processes
     assert measured.repeats == 5
     steady = Trainer([_process(1.0, 0.5) | {"host": ms} for ms in (10.0, 10.3, 10.1)])
     assert measure(steady, "p.json", runs, Reference(None)).repeats == 3
+
+
+def test_a_slowed_host_asks_no_more_processes_of_a_group_with_no_speedup():
+    """The baseline alone (the other policies over budget): no speedup's interval for the
+    host to mislead, so the slowdown is said and widens, and no process is added."""
+    runs = _runs("a", repeats=3, max_repeats=5, precision=0.03)
+    script = [{"a": [1.0] * 4, "host": ms} for ms in (10.0, 15.0, 10.1)]
+    trainer = Trainer(script)
+    assert measure(trainer, "p.json", runs, Reference(None)).repeats == 3

@@ -1,10 +1,10 @@
 """How much slower than its own the host ran while a cell was timed, and what that does to the
 cell's intervals.
 
-Each process times a fixed kernel between its arms' turns (engine/host.py); its median is the
-process's `host_ms`. Set against the fastest any process of the same host, build and device
-ran it (the train job's own processes and every earlier run's: jobs/host.py keeps it), a
-process's slowdown is host_ms / fastest. On a quiet host they stay within a few percent.
+Each process times a fixed kernel between its arms' turns (engine/host.py); its fastest
+sample is the process's `host_ms`. Set against the fastest any process of the same host, build
+and device ran it (the train job's own processes and every earlier run's: jobs/host.py keeps
+it), a process's slowdown is host_ms / fastest. On a quiet host they stay within 20%.
 
 A busy spell that falls on some of a cell's processes and not others is spread between them,
 which the cell's t interval over processes sees (and the train job spreads each cell's
@@ -21,10 +21,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# The fastest of many processes' medians reads a little low (the least of noisy figures), and
-# a quiet 2-core host's processes spread by a few percent: a slowdown within 5% is the host's
-# own noise, not a neighbour.
-HOST_TOLERANCE = 0.05
+# The kernel runs inside training processes, beside their own threads: on a quiet 2-core host
+# the processes of the default grid read 7.0-8.1 ms (1.16x from the fastest to the slowest;
+# 10.2 ms in 2 of 3 processes at batch 512, whose input pipeline decodes all the time), where
+# one neighbour thread makes it 1.9x. A slowdown within 20% is the host's own noise.
+HOST_TOLERANCE = 0.20
 
 
 @dataclass(frozen=True)

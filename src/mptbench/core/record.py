@@ -298,7 +298,7 @@ FIELDS: tuple[Field, ...] = (
         float,
         metric=True,
         doc="added to every interval of the row on the log scale, value·exp(±(t·log_se + "
-        "host_widening)): the slowdown all its processes shared beyond 5% (core/host.py)",
+        "host_widening)): the slowdown all its processes shared beyond 20% (core/host.py)",
     ),
     *with_interval(
         M,

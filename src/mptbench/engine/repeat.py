@@ -155,7 +155,7 @@ def _real(session: Session, arms: list[Arm], prepared: dict, job: RepeatJob) -> 
     host.sample()
     for arm in arms:
         arm.result.host_s = list(host.samples)
-        arm.result.measured["host_ms"] = 1000 * statistics.median(host.samples)
+        arm.result.measured["host_ms"] = host.process_ms()
         if stolen is not None:
             arm.result.measured["cpu_stolen_pct"] = stolen
 

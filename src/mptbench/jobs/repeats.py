@@ -126,7 +126,8 @@ def host_asks_more(
     if found is None or not found.moved:
         return False
     widths = [e.log_half_width for e in speedups(results, runs).values()]
-    return not widths or math.log(found.most) > max(w or 0.0 for w in widths)
+    # A group with no speedup (its baseline alone ran) has no interval the host could mislead.
+    return bool(widths) and math.log(found.most) > max(w or 0.0 for w in widths)
 
 
 @dataclass

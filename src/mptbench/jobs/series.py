@@ -73,7 +73,7 @@ def _log(mlrun, record: dict) -> None:
 
 def _cell_run(run: Run, tracking: dict | None, dataset: str, cells: int):
     """The cell's MLflow run (none without `tracking`), tagged with every grid axis; its system
-    metrics sampled every 10 s times the group's cells (the group's runs sample in turn)."""
+    metrics sampled every 10 s times the series' cells (its runs sample in turn)."""
     if not tracking:
         return NoRun()
     label = run.cell.label

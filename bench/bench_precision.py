@@ -36,6 +36,7 @@ from common import (  # noqa: E402
     Neighbour,
     Steal,
     append_jsonl,
+    busy_share,
     checkout,
     machine,
     read_jsonl,
@@ -57,6 +58,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--neighbour", type=int, default=0,
                         help="threads of a neighbour whose load comes and goes (0: none)")
+    parser.add_argument("--spells", type=float, nargs=4, default=[20, 90, 20, 90],
+                        metavar=("BUSY_MIN", "BUSY_MAX", "IDLE_MIN", "IDLE_MAX"),
+                        help="the neighbour's busy and idle spells, in seconds")
+    parser.add_argument("--work", type=Path, default=HERE, help="kept runs and copies")
     parser.add_argument("--report-only", action="store_true")
     return parser.parse_args(argv)
 
@@ -103,7 +108,7 @@ def one_run(source: Path, index: int, args, neighbour: Neighbour) -> dict:
     """A fresh experiment in the source's copy: its speedup row and what the host did."""
     import pandas as pd
 
-    folder = HERE / f"checkout-{args.source.index(source) + 1}"
+    folder = args.work / f"checkout-{args.source.index(source) + 1}"
     if index == 0:
         checkout(source.resolve(), folder)
     name = f"prec{index + 1}"
@@ -128,7 +133,11 @@ def one_run(source: Path, index: int, args, neighbour: Neighbour) -> dict:
     }
 
 
-def report(rows: list[dict]) -> list[str]:
+def report(rows: list[dict], work: Path) -> list[str]:
+    log = work / "neighbour.log"
+    for r in rows:  # the neighbour's spells as its log has them now, the last one closed
+        if r.get("neighbour_busy") is not None:
+            r["neighbour_busy"] = busy_share(log, r["started"], r["started"] + 60 * r["minutes"])
     lines = []
     for source in dict.fromkeys(r["source"] for r in rows):
         mine = [r for r in rows if r["source"] == source]
@@ -154,15 +163,18 @@ def report(rows: list[dict]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    kept = HERE / "runs.jsonl"
+    kept = args.work / "runs.jsonl"
     if args.report_only:
-        print("\n".join(report(read_jsonl(kept))))
+        print("\n".join(report(read_jsonl(kept), args.work)))
         return 0
+    args.work.mkdir(parents=True, exist_ok=True)
     kept.unlink(missing_ok=True)
+    (args.work / "neighbour.log").unlink(missing_ok=True)
     print(f"the same cell again and again on {machine()}", flush=True)
     rows, started = [], time.monotonic()
     spacing = 60 * args.minutes / args.runs
-    with Neighbour(args.neighbour, HERE / "neighbour.log") as neighbour:
+    busy, idle = tuple(args.spells[:2]), tuple(args.spells[2:])
+    with Neighbour(args.neighbour, args.work / "neighbour.log", busy, idle) as neighbour:
         for index in range(args.runs):
             wait = started + index * spacing - time.monotonic()
             if wait > 0:
@@ -172,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
                 row = one_run(source, index, args, neighbour)
                 append_jsonl(kept, row)
                 rows.append(row)
-                print(report([row])[-1], flush=True)
-    print("\n".join(report(rows)))
+                print(report([row], args.work)[-1], flush=True)
+    print("\n".join(report(rows, args.work)))
     return 0
 
 

@@ -149,14 +149,21 @@ class Neighbour:
 
     def busy_share(self, start: float, end: float) -> float | None:
         """The share of [start, end] (time.time()) the neighbour was busy."""
-        if not self.threads or not self.log.exists():
-            return None
-        busy = 0.0
-        for line in self.log.read_text().splitlines():
-            a, b, kind = line.split()
-            if kind == "busy":
-                busy += max(0.0, min(float(b), end) - max(float(a), start))
-        return busy / (end - start) if end > start else None
+        return busy_share(self.log, start, end) if self.threads else None
+
+
+def busy_share(log: Path, start: float, end: float) -> float | None:
+    """The share of [start, end] a neighbour's `log` says it was busy (a spell still going
+    when the log was read counts up to then)."""
+    if not log.exists() or end <= start:
+        return None
+    busy = 0.0
+    for line in log.read_text().splitlines():
+        a, b, kind = line.split()
+        b = time.time() if b == "-" else float(b)
+        if kind == "busy":
+            busy += max(0.0, min(b, end) - max(float(a), start))
+    return busy / (end - start)
 
 
 def _neighbour(threads: int, busy: tuple[float, float], idle: tuple[float, float],
@@ -178,18 +185,25 @@ def _neighbour(threads: int, busy: tuple[float, float], idle: tuple[float, float
         stop.clear()
         workers = [threading.Thread(target=work, daemon=True) for _ in range(threads)]
         started = time.time()
+        _spell(log, started, "busy")
         for worker in workers:
             worker.start()
         time.sleep(spell)
         stop.set()
         for worker in workers:
             worker.join()
-        with open(log, "a") as sink:
-            sink.write(f"{started:.1f} {time.time():.1f} busy\n")
+        _spell(log, started, "busy", time.time())
         started = time.time()
         time.sleep(draw.uniform(*idle))
-        with open(log, "a") as sink:
-            sink.write(f"{started:.1f} {time.time():.1f} idle\n")
+
+
+def _spell(log: Path, started: float, kind: str, ended: float | None = None) -> None:
+    """A spell's line: '<start> - busy' while it lasts, then '<start> <end> busy'."""
+    lines = log.read_text().splitlines() if log.exists() else []
+    if ended is not None and lines and lines[-1] == f"{started:.1f} - {kind}":
+        lines.pop()
+    lines.append(f"{started:.1f} {'-' if ended is None else f'{ended:.1f}'} {kind}")
+    log.write_text("\n".join(lines) + "\n")
 
 
 # ---------------------------------------------------------------- figures

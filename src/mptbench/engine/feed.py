@@ -69,9 +69,12 @@ def cell_data(session: Session, run: Run, prepared: dict) -> tuple[Any, Any]:
     return train, validation_data(session, run, prepared) if run.train.validate else None
 
 
-def validation_data(session: Session, run: Run, prepared: dict) -> Any:
+def validation_data(
+    session: Session, run: Run, prepared: dict, batches: int | None = None
+) -> Any:
     """The validation split as a cell's fit reads it after an epoch; None where the data has
-    none (random data, or a dataset without one)."""
+    none (random data, or a dataset without one). With `batches`, its first batches alone (a
+    timed pass reads no more, and caches no more)."""
     if is_synthetic(prepared) or not prepared["splits"].get("validation"):
         return None
     import tensorflow as tf
@@ -81,6 +84,7 @@ def validation_data(session: Session, run: Run, prepared: dict) -> Any:
         tf, prepared, "validation", run.cell.batch_size, training=False,
         input_cfg=run.dataset.input, seed=run.seed,
         one_hot_classes=classes if run.model.one_hot_labels else 0,
+        examples=None if batches is None else batches * run.cell.batch_size,
     )
 
 

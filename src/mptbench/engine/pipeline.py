@@ -24,12 +24,16 @@ def input_pipeline(
     seed: int,
     training: bool,
     one_hot_classes: int = 0,
+    examples: int | None = None,
 ):
     """[0,1] floats, shuffled, batched, prefetched.
 
-    Labels stay class indices, or become one-hot vectors of `one_hot_classes` entries.
+    Labels stay class indices, or become one-hot vectors of `one_hot_classes` entries. With
+    `examples`, the split's first ones alone (taken before the cache).
     """
     _, ds = load(info, split)
+    if examples is not None:
+        ds = ds.take(examples)
     if input_cfg.cache == "memory":
         ds = ds.cache()  # uint8 after resizing: a quarter of the memory float32 would take
     if training:

@@ -51,15 +51,15 @@ def time_validation(session, arm, prepared: dict) -> None:
     if not steps:
         result.validation_note = "train.validation_steps=0: no validation timed, no whole run"
         return
-    data = feed.validation_data(session, run, prepared, batches=(1 + steps) * run.block_steps)
+    batches = (1 + steps) * run.block_steps
+    data = feed.validation_data(session, run, prepared, batches=batches)
     if data is None:
         result.validation_note = "no validation split: the whole run is its steps alone"
         return
     timer = validation_clock(steps, run.train.validation_seconds)
     arm.model.make_test_function(force=True)
     try:
-        arm.model.evaluate(data, steps=(1 + steps) * run.block_steps, callbacks=[timer],
-                           verbose=0)
+        arm.model.evaluate(data, steps=batches, callbacks=[timer], verbose=0)
     finally:
         # The test step traced for this pass holds its iterator; kept to the process's end,
         # TensorFlow took 35 s more to exit (seed convnet, 256 px, batch 32). Let both go now.

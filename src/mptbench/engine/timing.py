@@ -191,7 +191,7 @@ def after_turn(clock: StepClock, turns: Rounds, arm: str, stop: bool) -> None:
     round_ = turns.end(arm, clock.last_timed, clock.last_seconds, done=stop)
     if clock.last_timed:
         clock.rounds.append(round_)
-    if turns.current != arm or turns.turns != ended:
+    if turns.turns != ended:  # the turn passed on, or came back to this arm alone
         clock.close_segment()
 
 

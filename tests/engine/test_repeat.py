@@ -202,3 +202,36 @@ def test_the_arms_order_rotates_from_one_repeat_to_the_next_and_each_times_its_w
     for arm in (a, b):
         assert len(arm.validation_s) == 2 and arm.validation_note is None
         assert arm.validation_first_s > max(arm.validation_s)  # it compiled the test step
+
+
+
+def test_what_the_fits_leave_is_destroyed_in_a_thread_of_its_own():
+    """Destroying a finished fit's tf.data iterator waits for its autotune thread to wake, up
+    to a minute. Whatever the fits leave (here a cycle, as Keras' iterators are, whose
+    destruction waits until the repeat goes on) is destroyed apart: the repeat goes on meanwhile."""
+    import threading
+
+    from mptbench.core.contract import ArmResult
+    from mptbench.engine.repeat import Arm, in_turns
+    from mptbench.engine.timing import StepClock
+
+    going_on, destroyed = threading.Event(), {}
+
+    class Iterator:
+        def __del__(self):
+            destroyed["waited"] = going_on.wait(timeout=10)  # False: nothing went on meanwhile
+            destroyed["in"] = threading.current_thread().name
+
+    class Model:
+        def fit(self, **kwargs):
+            iterator = Iterator()
+            iterator.itself = iterator
+
+    run = smoke_run()
+    arm = Arm(run, ArmResult(repeat=0, policy=run.policy.name, fingerprint={}), Model())
+    in_turns([arm], {arm.name: {}}, {arm.name: StepClock(0, 1, 1, None)}, None)
+    going_on.set()  # the repeat goes on: here, at once
+    for thread in threading.enumerate():
+        if thread.name == "collect":
+            thread.join(timeout=10)
+    assert destroyed == {"waited": True, "in": "collect"}

@@ -204,7 +204,6 @@ def test_the_arms_order_rotates_from_one_repeat_to_the_next_and_each_times_its_w
         assert arm.validation_first_s > max(arm.validation_s)  # it compiled the test step
 
 
-
 def test_what_the_fits_leave_is_destroyed_in_a_thread_of_its_own():
     """Destroying a finished fit's tf.data iterator waits for its autotune thread to wake, up
     to a minute. Whatever the fits leave (here a cycle, as Keras' iterators are, whose

@@ -101,14 +101,12 @@ def _progress(path: str | None):
     return lambda arm: Path(path).write_text(arm)
 
 
-def collect_apart() -> threading.Thread:
+def collect_apart() -> None:
     """Collects what finished fits left, in a thread of its own. Destroying a fit's tf.data
     iterator stops its work at once, then waits for its autotune thread to wake, up to a minute
     after the fit began: 30 s of a 108 s grid process (256 px, batch 64) wherever Python's
     collector reached them on the main thread. Here the wait holds up nothing."""
-    thread = threading.Thread(target=gc.collect, name="collect", daemon=True)
-    thread.start()
-    return thread
+    threading.Thread(target=gc.collect, name="collect", daemon=True).start()
 
 
 def in_turns(
@@ -332,25 +330,6 @@ def _validated(session: Session, arm: Arm, prepared: dict) -> None:
         _failed(session, arm, exc)
 
 
-def _after_training(session: Session, job: RepeatJob, arms: list[Arm], prepared: dict) -> None:
-    """Each ok arm's outcome, validation batches, synthetic twin and profile."""
-    live = [a for a in arms if a.model is not None]
-    for arm in live:
-        _judge(session, arm)
-        if arm.clock is not None:
-            _record_timing(arm)
-        if arm.result.outcome == Outcome.OK:
-            _validated(session, arm, prepared)
-    ok = [a for a in live if a.result.outcome == Outcome.OK]
-    twins = _input(session, ok, prepared) if job.twins else []
-    if twins:
-        _twins(session, twins, prepared, job)
-    dirs = dict(zip([a.name for a in arms], job.profile_dirs, strict=False))
-    for arm in ok:
-        if dirs.get(arm.name) and arm.run.train.profile_steps:
-            _profiled(session, arm, prepared, dirs[arm.name])
-
-
 def run_repeat(session: Session, job: RepeatJob, prepared: dict) -> RepeatResult:
     """Train and time one repeat of the group; known failures become an arm's outcome, others
     are raised. Each ok arm then times its validation batches and, with a profile_dir (and
@@ -368,7 +347,20 @@ def run_repeat(session: Session, job: RepeatJob, prepared: dict) -> RepeatResult
     live = [a for a in arms if a.model is not None]
     if live:
         _real(session, live, prepared, job)
-    _after_training(session, job, arms, prepared)
+    for arm in live:
+        _judge(session, arm)
+        if arm.clock is not None:
+            _record_timing(arm)
+        if arm.result.outcome == Outcome.OK:
+            _validated(session, arm, prepared)
+    ok = [a for a in live if a.result.outcome == Outcome.OK]
+    twins = _input(session, ok, prepared) if job.twins else []
+    if twins:
+        _twins(session, twins, prepared, job)
+    dirs = dict(zip([a.name for a in arms], job.profile_dirs, strict=False))
+    for arm in ok:
+        if dirs.get(arm.name) and arm.run.train.profile_steps:
+            _profiled(session, arm, prepared, dirs[arm.name])
     for arm in arms:
         print(f"repeat {job.repeat + 1}, {arm.name}: {arm.result.outcome}", flush=True)
     order = [r.policy.name for r in job.runs]

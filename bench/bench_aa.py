@@ -5,12 +5,13 @@ Every verdict other than "no measurable difference" is false. The experiment (th
 convnet on the offline fixture at --image-size, each --batch-sizes a comparison group) runs
 --experiments times under different names, with the default timing settings
 (conf/train/benchmark.yaml: 3 processes at least, the policies taking turns in each, more
-processes while a speedup is wider than ±3%, up to 5); the synthetic twin and the profile are
-off (they do not change a verdict). It prints every comparison, then the share of false
-verdicts (the target: at most 5%), the median half-width of the speedup's interval over
-the cells whose step is 50 ms or more (the target: at most 5%, to see the published 7-10%), and
-the mean A/A ratio over all comparisons with its t interval, which must hold 1 (a method whose
-position in the process favours one arm leans one way), with how many ratios lie below 1.
+processes while a speedup is wider than ±3%, up to 5); the synthetic twin, the profile, the
+fits search and the parity check are off (they do not change a verdict). It prints every
+comparison, then the share of false verdicts (the target: at most 5%), the median half-width
+of the speedup's interval over the cells whose step is 50 ms or more (the target: at most 5%,
+to see the published 7-10%), and the mean A/A ratio over all comparisons with its t interval,
+which must hold 1 (a method whose position in the process favours one arm leans one way),
+with how many ratios lie below 1.
 With several --source checkouts (before and after a change), their experiments alternate.
 
     python bench/bench_aa.py            # 4 x 6 = 24 comparisons: about 35 minutes on 2 cores
@@ -44,6 +45,7 @@ def run(folder: Path, name: str, args) -> list[dict]:
         f"+policy.float32_copy={COPY}", "sweep.devices=[cpu]",
         f"sweep.batch_sizes=[{','.join(map(str, args.batch_sizes))}]",
         "train.synthetic_twin=false", "train.profile_steps=0", "tracking.system_metrics=false",
+        "sweep.fit_search=false", "train.parity_steps=0",  # what fits, does it learn: no verdict
         # The fixture's 120 images are one step at batch 64: an epoch as long as the real
         # data's (the input repeats), so the timing rules, not the data, end each turn.
         "train.steps_per_epoch=110",

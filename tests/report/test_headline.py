@@ -74,42 +74,44 @@ def test_the_best_of_n_is_widened_on_the_cells_own_degrees_of_freedom(planned, c
     assert top.estimate.high - top.estimate.low > row["speedup_ci_high"] - row["speedup_ci_low"]
 
 
-def test_a_cell_the_summary_calls_no_measurable_difference_is_not_faster_in_the_headline():
+def test_a_cell_the_summary_calls_no_measurable_difference_is_not_faster_in_the_metrics():
     """The reproduced case: 5 processes after a first stage of 3, 1.04x whose own 95% interval
-    (0.995-1.089) holds 1; the best of 2 read 1.00-1.08, faster, on 4 degrees of freedom."""
+    (0.995-1.089) holds 1; the best of 2 read 1.00-1.08, faster, on 4 degrees of freedom. The
+    group's line counts cells only: the answer is the one verdict."""
     summary = _summary(STEIN_LOGS, 1, planned=3)
     row = summary.set_index("policy").loc["best"]
     assert row["speedup_verdict"] == "no measurable difference" and row["speedup_ci_low"] < 1
-    [line] = lines(summary)
-    # The baseline named at the cell's batch: a paired speedup, not the answer's best-to-best.
-    assert (
-        "best of 2: best at batch 8: 1.04× float32 at batch 8 (95% interval for the best of 2 "
-        "0.98–1.11)"
-    ) in line
-    assert line.endswith("no measurable difference; 3 of 3 cells ran, 0 over budget, 0 failed")
+    assert stats.verdict(best(summary).estimate) == "no measurable difference"
+    assert lines(summary) == ["m on tensorflow · pypi · cpu: 3 of 3 cells ran, 0 over budget, "
+                              "0 failed"]
+    metrics, tags = metrics_and_tags(summary)
+    assert metrics["best_speedup_ci_low.local.m.tensorflow.pypi.cpu"] < 1
+    assert not any(key.startswith("best.") for key in tags)  # no second verdict as a tag
 
 
 def test_a_cell_without_an_interval_is_unjudged():
     summary = _summary([0.05], 0)
     top = best(summary)
-    assert top.estimate is None and top.verdict is None
-    assert "1.05× float32 at batch 8 (no interval), unjudged" in lines(summary)[0]
+    assert top.estimate is None
+    metrics, _ = metrics_and_tags(summary)
+    assert metrics["best_speedup.local.m.tensorflow.pypi.cpu"] == pytest.approx(1.05, abs=0.005)
+    assert not any(k.startswith("best_speedup_ci_") for k in metrics)
 
 
-def test_the_headline_and_the_sweeps_tags_open_with_the_answer():
-    """The answer first (the most images per second against the baseline's best), then the
-    best speedup's line; at one batch its interval is the same best of 2's."""
+def test_the_headline_and_the_sweeps_tags_open_with_the_answers_lead():
+    """The answer's lead first (the most images per second against the baseline's best), its
+    details under it, then the group's cells; the sweep run's tag is the lead."""
     summary = _summary(STEIN_LOGS, 1, planned=3)
     summary["images_per_sec"] = 80.0 * summary["speedup_vs_baseline"]
-    answer, *rest = headline_lines(summary)
-    assert answer.startswith(
-        "m on cpu: keep float32 here: no other policy measurably beats its best, 80 images/s at "
-        "batch 8; the fastest other, best at batch 8, 83.3 images/s, is 1.04× that (95% "
-        "interval 0.98–1.11, widened for the best of 2), no measurable difference; "
-    )
-    assert rest == lines(summary)
+    lead, *details = headline_lines(summary)[:-1]
+    assert lead == ("m on cpu: Keep float32: best's best is 1.04× float32's best (0.98–1.11), "
+                    "no measurable difference.")
+    assert details[:2] == ["  best at batch 8: 83.3 images/s; float32's best, at batch 8: 80 "
+                           "images/s.", "  The interval is widened for the best of 2, timed "
+                           "in the same processes."]
+    assert headline_lines(summary)[-1:] == lines(summary)
     metrics, tags = metrics_and_tags(summary)
-    assert tags["answer.local.m.cpu"] == answer
+    assert tags["answer.local.m.cpu"] == lead
     assert metrics["answer_vs_baseline.local.m.cpu"] == pytest.approx(1.04, abs=0.005)
     assert metrics["answer_images_per_sec.local.m.cpu"] == 80.0
     assert "best_speedup.local.m.tensorflow.pypi.cpu" in metrics

@@ -1,15 +1,17 @@
-"""The headline of a finished run: first the answer per machine, model and device (which
-configuration to train with and what it buys: report/answer.py), then per group the largest
-speedup at one batch size (against the baseline at that batch) and how many cells ran, were
-over budget or failed. The aggregate writes it beside the report as headline.txt (the terminal
-prints it when a run ends); the sweep's MLflow run keeps it as metrics and tags.
+"""The headline of a finished run: first the answer per machine, model and device (its lead,
+then its details: report/answer.py), then per group how many cells ran, were over budget or
+failed. The aggregate writes it beside the report as headline.txt (the terminal prints it when
+a run ends); the sweep's MLflow run keeps it as metrics and tags. No line judges a policy
+against the baseline a second time: the answer is the one verdict per pair. The largest
+speedup at one batch size per group is a metric of the sweep run (best_speedup.*), and the
+report's tables show every cell's.
 
 The best of N cells is a choice, and the best of N cells with no true effect looks faster
-by chance far more often than 1 time in 20: its interval is widened for the choice
-(Bonferroni: each of N intervals at 1 - 0.05/N, so all N hold together 95% of the time), its
-verdict judged on that, and the headline says "best of N". It is rebuilt from summary.csv's
-speedup_log_se and speedup_df, the cell's own degrees of freedom: under Stein's procedure
-those of the first stage, so it is never narrower than the cell's own 95% interval.
+by chance far more often than 1 time in 20: the best_speedup.* metric's interval is widened for
+the choice (Bonferroni: each of N intervals at 1 - 0.05/N, so all N hold together 95% of the
+time). It is rebuilt from summary.csv's speedup_log_se and speedup_df, the cell's own degrees
+of freedom: under Stein's procedure those of the first stage, so it is never narrower than the
+cell's own 95% interval.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import pandas as pd
 
 from mptbench.core import stats
 from mptbench.core.outcomes import FAILED, Outcome
-from mptbench.report.answer import answer_lines, answers
-from mptbench.report.summary import GROUP_KEYS, baseline_name, groups, is_baseline
+from mptbench.report.answer import answers
+from mptbench.report.summary import groups, is_baseline
 
 
 @dataclass(frozen=True)
@@ -31,25 +33,6 @@ class Best:
     row: pd.Series
     count: int
     estimate: stats.Estimate | None
-
-    @property
-    def verdict(self) -> str | None:
-        return stats.verdict(self.estimate) if self.estimate else None
-
-    @property
-    def figure(self) -> str:
-        return self.against(None)
-
-    def against(self, baseline: str | None) -> str:
-        """'1.73× float32 at batch 64 (95% interval ...)', or without `baseline` named."""
-        value = f"{self.row['speedup_vs_baseline']:.2f}×"
-        if baseline:
-            value += f" {baseline} at batch {int(self.row['batch_size'])}"
-        if self.estimate is None or self.estimate.low is None:
-            return f"{value} (no interval)"
-        low, high = self.estimate.low, self.estimate.high
-        which = "95% interval" if self.count == 1 else f"95% interval for the best of {self.count}"
-        return f"{value} ({which} {low:.2f}–{high:.2f})"
 
 
 def best(rows: pd.DataFrame) -> Best | None:
@@ -88,55 +71,40 @@ def counts(rows: pd.DataFrame) -> dict[str, int]:
     }
 
 
-def speedup_words(top: Best, baseline: str | None) -> str:
-    """'best of 4: mixed_bfloat16 at batch 64: 1.73× float32 at batch 64 (...)': the largest
-    paired speedup at one batch size, its baseline named with that batch, so that it does not
-    read as the answer's comparison of each policy's best batch."""
-    row = top.row
-    of = f"best of {top.count}: " if top.count > 1 else "best: "
-    return (
-        f"{of}{row['policy']} at batch {int(row['batch_size'])}: {top.against(baseline)}, "
-        f"{top.verdict or 'unjudged'}"
-    )
-
-
 def lines(summary: pd.DataFrame) -> list[str]:
-    """One line per (machine, model, backend, variant, device)."""
+    """One line per (machine, model, backend, variant, device): its cells' outcomes."""
     out = []
     several = summary["machine"].nunique() > 1
     for (machine, model, backend, variant, device), rows in groups(summary):
-        top = best(rows)
-        speedup = (
-            speedup_words(top, baseline_name(rows)) if top is not None else "no speedup measured"
-        )
         n = counts(rows)
         where = f"{device} of {machine}" if several else device
         out.append(
-            f"{model} on {backend} · {variant} · {where}: {speedup}; {n['ran']} of {len(rows)} "
-            f"cells ran, {n[Outcome.OVER_BUDGET]} over budget, {n['failed']} failed"
+            f"{model} on {backend} · {variant} · {where}: {n['ran']} of {len(rows)} cells ran, "
+            f"{n[Outcome.OVER_BUDGET]} over budget, {n['failed']} failed"
         )
     return out
 
 
 def answer_metrics_and_tags(summary: pd.DataFrame) -> tuple[dict[str, float], dict[str, str]]:
-    """The answers as the sweep run's tags (`answer.<machine>.<model>.<device>`: the sentence)
-    and metrics (the images/s of the configuration named, and the fastest other policy's
-    throughput over the baseline's best with its interval for the choice; where the answer
-    also compared the policies at the baseline's best batch, the paired speedup it picked
-    there with its interval)."""
+    """The answers as the sweep run's tags (`answer.<machine>.<model>.<device>`: the lead;
+    `answer_details.*`: its details) and metrics (the images/s of the configuration named,
+    and the fastest other policy's throughput over the baseline's best with its interval for
+    the choice; where the answer also compared the policies at the baseline's best batch, the
+    paired speedup it picked there with its interval)."""
     metrics, tags = {}, {}
     for found in answers(summary):
-        key = ".".join(found.where)
-        tags[f"answer.{key}"] = found.sentence
-        if found.chosen is not None:
-            metrics[f"answer_images_per_sec.{key}"] = float(found.chosen["images_per_sec"])
-        if found.estimate is not None:
-            metrics[f"answer_vs_baseline.{key}"] = found.estimate.value
-            if found.estimate.low is not None:
-                metrics[f"answer_vs_baseline_ci_low.{key}"] = found.estimate.low
-                metrics[f"answer_vs_baseline_ci_high.{key}"] = found.estimate.high
-        if found.paired is not None:
-            paired = found.paired.estimate
+        key, choice = ".".join(found.where), found.choice
+        tags[f"answer.{key}"] = found.lead
+        tags[f"answer_details.{key}"] = " ".join(found.details)
+        if choice.chosen is not None:
+            metrics[f"answer_images_per_sec.{key}"] = float(choice.chosen["images_per_sec"])
+        if choice.estimate is not None:
+            metrics[f"answer_vs_baseline.{key}"] = choice.estimate.value
+            if choice.estimate.low is not None:
+                metrics[f"answer_vs_baseline_ci_low.{key}"] = choice.estimate.low
+                metrics[f"answer_vs_baseline_ci_high.{key}"] = choice.estimate.high
+        if choice.paired is not None:
+            paired = choice.paired.estimate
             metrics[f"answer_at_baseline_batch.{key}"] = paired.value
             if paired.low is not None:
                 metrics[f"answer_at_baseline_batch_ci_low.{key}"] = paired.low
@@ -145,9 +113,9 @@ def answer_metrics_and_tags(summary: pd.DataFrame) -> tuple[dict[str, float], di
 
 
 def metrics_and_tags(summary: pd.DataFrame) -> tuple[dict[str, float], dict[str, str]]:
-    """The headline as the sweep run's metrics (best speedup and its interval for the choice
-    per device, cell counts; the answers' figures) and tags (which policy and batch size gave
-    it; the answers' sentences)."""
+    """The headline as the sweep run's metrics (the largest speedup at one batch size and its
+    interval for the best of N per group, cell counts; the answers' figures) and tags (the
+    answers' leads and details)."""
     metrics, tags = answer_metrics_and_tags(summary)
     for group, rows in groups(summary):
         key = ".".join(group)
@@ -160,54 +128,11 @@ def metrics_and_tags(summary: pd.DataFrame) -> tuple[dict[str, float], dict[str,
         if top.estimate is not None and top.estimate.low is not None:
             metrics[f"best_speedup_ci_low.{key}"] = top.estimate.low
             metrics[f"best_speedup_ci_high.{key}"] = top.estimate.high
-        tags[f"best.{key}"] = speedup_words(top, baseline_name(rows))
     return metrics, tags
 
 
 def headline_lines(summary: pd.DataFrame) -> list[str]:
-    """headline.txt, what a finished run prints after where to look: the answers first, then a
-    line per group, then the models' and the backends' best speedups side by side."""
-    return [
-        *answer_lines(summary),
-        *lines(summary),
-        *models_compared(summary),
-        *backends_compared(summary),
-    ]
-
-
-def _words(name: str, top: Best) -> str:
-    row = top.row
-    where = f"from {row['policy']} at batch {int(row['batch_size'])}"
-    if top.verdict == "no measurable difference":
-        return f"{name} showed no measurable difference {where}, {top.figure}"
-    verb = "gained" if top.verdict == "faster" else "ran at"
-    return f"{name} {verb} {top.figure} {where}"
-
-
-def compared(summary: pd.DataFrame, axis: str) -> list[str]:
-    """Where the other group keys agree and `axis` (model or backend) takes several values:
-    each value's best speedup, side by side, one line per such place."""
-    others = [k for k in GROUP_KEYS if k != axis]
-    several = summary["machine"].nunique() > 1
-    out = []
-    for key, rows in summary.groupby(others, sort=True):
-        parts = [
-            _words(str(name), top)
-            for name, mine in rows.groupby(axis, sort=True)
-            if (top := best(mine)) is not None
-        ]
-        machine, *where = map(str, key)  # the machine is named where there are several
-        where = f"{' · '.join(where)} of {machine}" if several else " · ".join(where)
-        if len(parts) >= 2:
-            out.append(f"On {where}: " + "; ".join(parts) + ".")
-    return out
-
-
-def models_compared(summary: pd.DataFrame) -> list[str]:
-    """Per backend, variant and device with several models: each model's best speedup."""
-    return compared(summary, "model")
-
-
-def backends_compared(summary: pd.DataFrame) -> list[str]:
-    """Per model, variant and device with several backends: each backend's best speedup."""
-    return compared(summary, "backend")
+    """headline.txt, what a finished run prints after where to look: each answer's lead, its
+    details one sentence a line, indented under it, then a line per group."""
+    said = [line for a in answers(summary) for line in (a.lead, *(f"  {d}" for d in a.details))]
+    return [*said, *lines(summary)]

@@ -6,8 +6,7 @@ import pandas as pd
 
 from mptbench.plan.layout import GROUP_DIAGNOSIS, GROUP_TABLE, PUBLISHED_PLOT, group_file
 from mptbench.report import sections
-from mptbench.report.answer import answer_lines
-from mptbench.report.headline import backends_compared, models_compared
+from mptbench.report.answer import answers
 from mptbench.report.machines import machine_facts, machines
 from mptbench.report.summary import GROUP_KEYS
 from mptbench.report.variants import variants_section
@@ -30,6 +29,8 @@ table.runs td.text { max-width: 22rem; overflow-wrap: anywhere; }
 .plots img { width: 100%; }
 ul.diagnosis li { margin-bottom: .3rem; }
 nav ul { display: flex; flex-wrap: wrap; gap: .3rem 1.2rem; padding-left: 1rem; }
+.answer .lead { font-size: 1.3rem; line-height: 1.4; margin: .6rem 0 .3rem; }
+.answer .details { margin-top: 0; }
 """
 
 HOW_TO_READ = (
@@ -93,9 +94,8 @@ def render_html(
             title=f"Mixed-precision training benchmark: {unique(summary['experiment'])}",
             css=markupsafe.Markup(CSS),  # our own constant, not data
             meta=meta,
-            answers=answer_lines(summary),
+            answers=answers(summary),
             how_to_read=HOW_TO_READ,
-            compared=models_compared(summary) + backends_compared(summary),
             groups=sections.all_groups(summary, breakdown, extra),
             fits_published=(extra.fits or {}).get("published") if extra else None,
             machines=machines(summary, published),

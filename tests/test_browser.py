@@ -102,7 +102,7 @@ def test_the_mlflow_ui_shows_the_sweep_with_its_cells(
     tags = [{t["key"]: t["value"] for t in r["data"].get("tags", [])} for r in runs["runs"]]
     (parent,) = [r for r, t in zip(runs["runs"], tags, strict=True) if "mptbench.sweep" in t]
     parent_id = parent["info"]["run_id"]
-    assert sum(t.get("mlflow.parentRunId") == parent_id for t in tags) == 4
+    assert sum(t.get("mlflow.parentRunId") == parent_id for t in tags) == 6
     artifacts = _api(mlflow_server, f"artifacts/list?run_id={parent_id}&path=report")
     assert "report/index.html" in {f["path"] for f in artifacts["files"]}
 
@@ -116,8 +116,8 @@ def test_the_mlflow_ui_shows_the_sweep_with_its_cells(
     sweep.locator("button[data-component-id*='runnamecellrenderer']").first.click()
     first = f"smoke:{MACHINE}/seed_convnet/tensorflow/pypi/cpu/float32/bs4"
     page.get_by_text(first).first.wait_for(timeout=60_000)
-    assert page.get_by_text(f"smoke:{MACHINE}/seed_convnet/tensorflow/pypi/cpu/").count() == 4
-    assert page.get_by_text(f"imagenette2-320-smoke-{SMOKE_PX}px").count() == 4  # dataset column
+    assert page.get_by_text(f"smoke:{MACHINE}/seed_convnet/tensorflow/pypi/cpu/").count() == 6
+    assert page.get_by_text(f"imagenette2-320-smoke-{SMOKE_PX}px").count() == 6  # dataset column
     page.screenshot(path=str(screenshots / "mlflow_experiment.png"), full_page=True)
     page.goto(
         f"{mlflow_server}/#/experiments/{experiment['experiment_id']}/runs/{parent_id}/artifacts"

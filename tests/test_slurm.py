@@ -100,9 +100,9 @@ def smoke(cluster, checkout):
     # is where the jobs ran, not the timing (test_workflow.py times the smoke) nor what fits
     # and whether it learns (the smoke shows those: their jobs take the train job's resources),
     # nor the profile and the synthetic twin a train job runs after its repeats, wherever it is.
-    once = 'overrides=["train.repeats=1","train.max_repeats=1","sweep.fit_search=false",'
-    once += '"train.parity_steps=0","train.profile_steps=0","train.synthetic_twin=false",'
-    once += '"train.validation_steps=0"]'
+    once = 'overrides=["policy=[float32,mixed_float16]","train.repeats=1","train.max_repeats=1",'
+    once += '"sweep.fit_search=false","train.parity_steps=0","train.profile_steps=0",'
+    once += '"train.synthetic_twin=false","train.validation_steps=0"]'
     done = _snakemake_slurm(checkout, cluster, "experiment=smoke", once, timeout=SMOKE_TIMEOUT_S)
     wall = time.monotonic() - start
     print(f"\nsmoke experiment through SLURM: {wall:.0f} s wall time")

@@ -91,7 +91,8 @@ def test_the_installed_wheel_plans_the_smoke_and_renders_a_report(wheel, tmp_pat
     assert Path(used["package"]).is_relative_to(tmp_path / "venv")
     assert not [p for p in used["path"] if Path(p).is_relative_to(ROOT / "src")]
     assert sorted(used["cells"]) == [
-        ["cpu", policy, bs] for policy in ("float32", "mixed_float16") for bs in (4, 8)
+        ["cpu", policy, bs] for policy in ("float32", "mixed_bfloat16", "mixed_float16")
+        for bs in (4, 8)
     ]
     assert used["report"] == 0
     html = (work / "report" / "index.html").read_text()

@@ -79,9 +79,10 @@ def test_the_machine_axis_is_this_machines_hardware_a_name_or_the_targets(monkey
 def test_smoke_experiment_is_small_and_offline():
     cfg = compose_config(CONF, "smoke")
     cells = grid(cfg, expand_devices(cfg, gpus=[]))
-    assert len(cells) == 4  # one model on one backend x 2 policies x 2 batch sizes
+    assert len(cells) == 6  # one model on one backend x 3 policies x 2 batch sizes
     assert {(c.model, c.backend) for c in cells} == {("seed_convnet", "tensorflow")}
-    assert {c.policy for c in cells} == {"float32", "mixed_float16"}
+    # float32, what a CPU with AVX512_BF16 or AMX runs fast, and the 2020 experiment's policy.
+    assert {c.policy for c in cells} == {"float32", "mixed_bfloat16", "mixed_float16"}
     assert {c.device for c in cells} == {"cpu"}
     assert not cfg["dataset"]["url"].startswith("http")
 

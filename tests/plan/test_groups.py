@@ -15,9 +15,11 @@ def smoke():
 def test_a_train_job_times_one_cell_per_policy_at_its_batch_size(smoke):
     cfg, cells = smoke
     group = comparison(cfg, cells, {**GROUP, "batch_size": "8"})
-    assert [(c.policy, c.batch_size) for c in group] == [("float32", 8), ("mixed_float16", 8)]
+    assert [(c.policy, c.batch_size) for c in group] == [
+        ("float32", 8), ("mixed_bfloat16", 8), ("mixed_float16", 8)]
     runs = group_runs(cfg, cells, {**GROUP, "batch_size": "8"})
-    assert [run["cell"]["policy"] for run in runs] == ["float32", "mixed_float16"]
+    assert [run["cell"]["policy"] for run in runs] == ["float32", "mixed_bfloat16",
+                                                       "mixed_float16"]
     assert {run["cell"]["batch_size"] for run in runs} == {8}
 
 
@@ -25,7 +27,7 @@ def test_a_train_job_times_a_series_a_group_per_batch_size(smoke):
     cfg, cells = smoke
     series = train_runs(cfg, cells, GROUP)
     assert [[(r["cell"]["policy"], r["cell"]["batch_size"]) for r in g] for g in series] == [
-        [("float32", 4), ("mixed_float16", 4)], [("float32", 8), ("mixed_float16", 8)]
+        [("float32", b), ("mixed_bfloat16", b), ("mixed_float16", b)] for b in (4, 8)
     ]
 
 

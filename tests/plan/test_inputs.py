@@ -9,6 +9,8 @@ from mptbench.plan import inputs
 CELL = "box/seed_convnet/tensorflow/pypi/cpu"
 smoke = smoke_plan
 
+POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")  # the smoke's
+
 
 @pytest.fixture(scope="module")
 def cfg():
@@ -18,12 +20,10 @@ def cfg():
 def test_a_train_job_waits_for_each_policys_probe_and_fits_search(cfg):
     train_job = {**GROUP, "batch_size": "8"}
     assert inputs.group_probes(cfg, train_job) == [
-        f"results/smoke/probes/{CELL}/float32.json",
-        f"results/smoke/probes/{CELL}/mixed_float16.json",
+        f"results/smoke/probes/{CELL}/{policy}.json" for policy in POLICIES
     ]
     assert inputs.group_fits(cfg, train_job) == [
-        f"results/smoke/fits/{CELL}/float32.json",
-        f"results/smoke/fits/{CELL}/mixed_float16.json",
+        f"results/smoke/fits/{CELL}/{policy}.json" for policy in POLICIES
     ]
     assert inputs.cell_probe(cfg, {**GROUP, "policy": "float32"}) == [
         f"results/smoke/probes/{CELL}/float32.json"
@@ -72,12 +72,11 @@ def test_the_report_waits_for_every_record_fits_search_and_parity_run():
     cfg, cells = smoke()
     assert inputs.records(cfg, cells) == [
         f"results/smoke/runs/{CELL}/{policy}/bs{batch}.json"
-        for policy in ("float32", "mixed_float16")
+        for policy in POLICIES
         for batch in (4, 8)
     ]
     assert inputs.fits(cfg, cells) == [
-        f"results/smoke/fits/{CELL}/float32.json",
-        f"results/smoke/fits/{CELL}/mixed_float16.json",
+        f"results/smoke/fits/{CELL}/{policy}.json" for policy in sorted(POLICIES)
     ]
     assert inputs.parity(cfg, cells) == [
         f"results/smoke/parity/{CELL}/bs4.json",

@@ -65,6 +65,17 @@ def grid(**bfloat16: dict) -> list[dict]:
 
 
 
+def two_processes(policy: str, speedup: float, se: float, speedup_se: float) -> list[dict]:
+    """The try-out's cells: float32 and `policy` at `speedup` over it at every batch, each
+    cell timed in 2 processes (1 degree of freedom)."""
+    cells = [cell("float32", b, ms, se, ms_per_step_df=1) for b, ms in FLOAT32_MS.items()]
+    return cells + [
+        cell(policy, b, ms / speedup, se, ms_per_step_df=1, speedup_vs_baseline=speedup,
+             speedup_log_se=speedup_se, speedup_df=1)
+        for b, ms in FLOAT32_MS.items()
+    ]
+
+
 def t_of(estimate: stats.Estimate) -> float:
     return estimate.log_half_width / estimate.log_se
 

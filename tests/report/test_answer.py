@@ -4,7 +4,16 @@ report/choice.py's (tests/report/test_choice.py)."""
 
 import markupsafe
 import pytest
-from answer_cases import FLOAT32_MS, GRID_SPEEDUP, cell, grid, noisy_grid, record, summary_of
+from answer_cases import (
+    FLOAT32_MS,
+    GRID_SPEEDUP,
+    cell,
+    grid,
+    noisy_grid,
+    record,
+    summary_of,
+    two_processes,
+)
 
 from mptbench.report.answer import answers
 from mptbench.report.breakdown import breakdown_table
@@ -68,10 +77,7 @@ def test_keeping_the_baseline_says_what_the_fastest_other_is_and_its_verdict_onc
 
 
 def test_an_interval_on_one_degree_of_freedom_says_too_few_processes_to_tell():
-    cells = [cell("float32", b, ms, 0.3, ms_per_step_df=1) for b, ms in FLOAT32_MS.items()]
-    cells += [cell("mixed_float16", b, ms / 0.06, 0.3, ms_per_step_df=1,
-                   speedup_vs_baseline=0.06, speedup_log_se=0.6, speedup_df=1)
-              for b, ms in FLOAT32_MS.items()]
+    cells = two_processes("mixed_float16", 0.06, 0.3, 0.6)
     found = _answer(cells)
     assert found.lead == (
         "seed_convnet on gpu0: Keep float32: too few processes to tell mixed_float16 (0.06×) "
@@ -166,10 +172,7 @@ def test_slower_where_the_processes_were_shared_is_said_once_in_the_lead():
 
 
 def test_too_few_processes_show_no_interval_for_the_ratio_anywhere():
-    cells = [cell("float32", b, ms, 0.05, ms_per_step_df=1) for b, ms in FLOAT32_MS.items()]
-    cells += [cell("mixed_bfloat16", b, ms / 1.02, 0.05, ms_per_step_df=1,
-                   speedup_vs_baseline=1.02, speedup_log_se=0.05, speedup_df=1)
-              for b, ms in FLOAT32_MS.items()]
+    cells = two_processes("mixed_bfloat16", 1.02, 0.05, 0.05)
     cells[-1] |= {"ms_per_step": 500.0, "images_per_sec": 256_000 / 500}
     found = _answer(cells)
     assert found.lead.startswith("seed_convnet on gpu0: Keep float32: too few processes to "

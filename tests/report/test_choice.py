@@ -16,6 +16,7 @@ from answer_cases import (
     noisy_grid,
     summary_of,
     t_of,
+    two_processes,
 )
 
 from mptbench.core import stats
@@ -166,10 +167,7 @@ def test_the_paired_comparison_picks_among_the_policies_at_the_baselines_best_ba
 
 def test_an_interval_on_one_degree_of_freedom_is_too_few_to_tell():
     """The try-out's 2 processes a cell: 0.06x with an interval of 0.00-1.86 tells nothing."""
-    cells = [cell("float32", b, ms, 0.3, ms_per_step_df=1) for b, ms in FLOAT32_MS.items()]
-    cells += [cell("mixed_float16", b, ms / 0.06, 0.3, ms_per_step_df=1,
-                   speedup_vs_baseline=0.06, speedup_log_se=0.6, speedup_df=1)
-              for b, ms in FLOAT32_MS.items()]
+    cells = two_processes("mixed_float16", 0.06, 0.3, 0.6)
     found = _choose(cells)
     assert found.decision == choice.KEEP and found.too_few
     assert found.verdict == "no measurable difference" and found.estimate.df == 1
@@ -187,10 +185,7 @@ def test_without_another_policy_or_without_the_baseline():
 def test_two_processes_a_cell_in_different_groups_are_too_few_to_tell_too():
     """The try-out's case where the fastest other is not at the baseline's best batch: two
     cells of 2 processes each, unpaired (Welch's df may round up to 2): still too few."""
-    cells = [cell("float32", b, ms, 0.05, ms_per_step_df=1) for b, ms in FLOAT32_MS.items()]
-    cells += [cell("mixed_bfloat16", b, ms / 1.02, 0.05, ms_per_step_df=1,
-                   speedup_vs_baseline=1.02, speedup_log_se=0.05, speedup_df=1)
-              for b, ms in FLOAT32_MS.items()]
+    cells = two_processes("mixed_bfloat16", 1.02, 0.05, 0.05)
     cells[-1] |= {"ms_per_step": 500.0, "images_per_sec": 256_000 / 500}  # its fastest: 256
     found = _choose(cells)
     assert found.apart and found.estimate.df == 2

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from mlflow_server import MlflowServer
-from workflow_helpers import MACHINE, SMOKE_PX
+from workflow_helpers import MACHINE, SMOKE_CELLS, SMOKE_PX
 
 pytestmark = [pytest.mark.slow, pytest.mark.workflow]
 CHROMIUM_ARGS = [
@@ -67,7 +67,7 @@ def test_the_report_page_loads_whole_and_fits_the_page(smoke_run, browser, scree
         section = page.locator(f"section#{MACHINE}-seed_convnet-tensorflow-pypi-cpu")
         assert section.locator("table").first.locator("tr").count() == 1 + 2  # head, bs4, bs8
         assert section.locator("ul.diagnosis li").count() >= 4
-        assert page.locator("table.runs tr").count() == 1 + 4
+        assert page.locator("table.runs tr").count() == 1 + SMOKE_CELLS
         run_link = page.locator("table.runs a").first.get_attribute("href")
         assert run_link.startswith("http://127.0.0.1:5000/#/experiments/")
         # Nothing wider than the page: the runs table scrolls within its own box.
@@ -102,7 +102,7 @@ def test_the_mlflow_ui_shows_the_sweep_with_its_cells(
     tags = [{t["key"]: t["value"] for t in r["data"].get("tags", [])} for r in runs["runs"]]
     (parent,) = [r for r, t in zip(runs["runs"], tags, strict=True) if "mptbench.sweep" in t]
     parent_id = parent["info"]["run_id"]
-    assert sum(t.get("mlflow.parentRunId") == parent_id for t in tags) == 6
+    assert sum(t.get("mlflow.parentRunId") == parent_id for t in tags) == SMOKE_CELLS
     artifacts = _api(mlflow_server, f"artifacts/list?run_id={parent_id}&path=report")
     assert "report/index.html" in {f["path"] for f in artifacts["files"]}
 
@@ -116,8 +116,9 @@ def test_the_mlflow_ui_shows_the_sweep_with_its_cells(
     sweep.locator("button[data-component-id*='runnamecellrenderer']").first.click()
     first = f"smoke:{MACHINE}/seed_convnet/tensorflow/pypi/cpu/float32/bs4"
     page.get_by_text(first).first.wait_for(timeout=60_000)
-    assert page.get_by_text(f"smoke:{MACHINE}/seed_convnet/tensorflow/pypi/cpu/").count() == 6
-    assert page.get_by_text(f"imagenette2-320-smoke-{SMOKE_PX}px").count() == 6  # dataset column
+    cells = f"smoke:{MACHINE}/seed_convnet/tensorflow/pypi/cpu/"
+    assert page.get_by_text(cells).count() == SMOKE_CELLS
+    assert page.get_by_text(f"imagenette2-320-smoke-{SMOKE_PX}px").count() == SMOKE_CELLS  # dataset
     page.screenshot(path=str(screenshots / "mlflow_experiment.png"), full_page=True)
     page.goto(
         f"{mlflow_server}/#/experiments/{experiment['experiment_id']}/runs/{parent_id}/artifacts"

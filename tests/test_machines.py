@@ -7,7 +7,7 @@ import os
 
 import pandas as pd
 import pytest
-from workflow_helpers import MACHINE, one_cell_config, snakemake, warm_copy
+from workflow_helpers import MACHINE, SMOKE_CELLS, one_cell_config, snakemake, warm_copy
 
 from mptbench.core.hardware import TEST_CPU_NAME
 
@@ -33,7 +33,7 @@ def test_a_second_machine_joins_the_report_and_other_hardware_is_caught(
         .relative_to(ours)
     ]
     summary = pd.read_csv(ours / "report" / "summary.csv")
-    assert summary.groupby("machine").size().to_dict() == {MACHINE: 4, OTHER: 1}
+    assert summary.groupby("machine").size().to_dict() == {MACHINE: SMOKE_CELLS, OTHER: 1}
     assert set(summary[summary["machine"] == OTHER]["hardware_id"]) == {OTHER}
     html = (ours / "report" / "index.html").read_text()
     for machine in (MACHINE, OTHER):

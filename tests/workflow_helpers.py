@@ -26,6 +26,8 @@ MACHINE = machine_id()
 # (imagenette2-320-smoke-16px).
 SMOKE = compose_config(ROOT / "conf", "smoke")
 SMOKE_PX = SMOKE["dataset"]["image_size"]
+# The try-out's cells: each policy at each batch size.
+SMOKE_CELLS = len(SMOKE["policy"]) * len(SMOKE["sweep"]["batch_sizes"])
 # One cell, timed once, no probe, no profile: for tests of the pipeline, not of the timing. At
 # the smoke's largest batch, so the smoke run's calibration serves it (warm_copy).
 ONE_CELL = ["model=[seed_convnet]", "backend=[tensorflow]", "policy=[float32]",

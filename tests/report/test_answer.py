@@ -217,3 +217,14 @@ def test_a_time_said_after_another_is_in_no_larger_a_unit_and_a_missing_source_u
     assert found.lead.endswith("; 20 epochs with validation: 119 s → 125 s.")
     assert ("20 epochs of imagenette2-320 with validation after each: float32 at batch 128 "
             "119 s, mixed_bfloat16 at batch 256 125 s.") in found.details
+
+
+def test_cells_of_one_process_give_no_verdict_and_say_why():
+    cells = [c | {"ms_per_step_log_se": None, "speedup_log_se": None} for c in grid()]
+    cells = [c | {"ms_per_step": 4 * c["ms_per_step"], "images_per_sec": c["images_per_sec"] / 4,
+                  "speedup_vs_baseline": 0.5} if c["policy"] != "float32" else c for c in cells]
+    found = _answer(cells)
+    assert found.lead == (
+        "seed_convnet on gpu0: No verdict: mixed_bfloat16 at batch 256 runs 0.58× float32's "
+        "best, with no interval to judge by; 20 epochs with validation: 14 min → 6.2 min."
+    )

@@ -156,8 +156,8 @@ def lead(c: Choice, rows: pd.DataFrame, baseline: str | None) -> str:
         factor = (_ratio(c.paired.estimate, at_base) if c.by_pair
                   else _ratio(c.estimate, f"{name}'s best"))
         return f"Use {mine}: {factor}{_times(rows, c.base, c.top)}."
-    if c.decision == choices.UNJUDGED:
-        return (f"{mine} looks fastest, {c.estimate.value:.2f}× {name}'s best, but has no "
+    if c.decision == choices.UNJUDGED:  # one process a cell: no spread, so no interval
+        return (f"No verdict: {mine} runs {c.estimate.value:.2f}× {name}'s best, with no "
                 f"interval to judge by{_times(rows, c.base, c.top)}.")
     if c.too_few:
         return (f"Keep {name}: too few processes to tell {c.top['policy']} "

@@ -205,6 +205,14 @@ def input_bound_most(step_s: float, input_s: float) -> float:
     return step_s / (step_s - input_s)
 
 
+def welch_df(var_a: float, df_a: float, var_b: float, df_b: float) -> float | None:
+    """Welch-Satterthwaite's degrees of freedom of a difference of two means, whose squared
+    standard errors are var_a and var_b on df_a and df_b degrees of freedom; None where both
+    are 0."""
+    spread = var_a**2 / df_a + var_b**2 / df_b
+    return (var_a + var_b) ** 2 / spread if spread > 0 else None
+
+
 def unpaired_log_ratios(baseline: Sequence[float], other: Sequence[float]) -> Estimate:
     """The speedup from two cells timed in different processes (records from before rounds,
     or hand-made): the ratio of geometric means of the processes' medians, with a Welch t
@@ -215,7 +223,7 @@ def unpaired_log_ratios(baseline: Sequence[float], other: Sequence[float]) -> Es
         return Estimate(value, min(len(a), len(b)), None)
     va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
     se = math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else 1
+    df = welch_df(va, len(a) - 1, vb, len(b) - 1) or 1
     return Estimate(value, min(len(a), len(b)), se, df=max(int(df), 1))
 
 

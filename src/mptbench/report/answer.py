@@ -51,29 +51,24 @@ def _unit(seconds: float) -> tuple[str, int]:
     return ("s", 1) if seconds < 120 else ("min", 60) if seconds < 7200 else ("h", 3600)
 
 
-def _duration(seconds: float, unit: tuple | None = None) -> tuple[str, tuple[str, int, int]]:
-    """The time in s, min or h (the one its size asks for, or `unit`: its name, seconds and
-    decimals), and the unit; one decimal below 10 of it."""
-    if unit is None or len(unit) == 2:
-        name, size = unit or _unit(seconds)
-        unit = (name, size, 1 if seconds / size < 10 else 0)
-    return f"{seconds / unit[1]:.{unit[2]}f}", unit
-
-
-def run_time(row: pd.Series, with_interval: bool = False, most: tuple | None = None) -> str | None:
-    """'47 min', or '47 min (45–49)': the cell's whole run, in a unit no larger than `most`'s
-    (a time said after another: '119 s → 58 s', never '119 s → 2.0 min'); None where it has
+def run_time(row: pd.Series | None, with_interval: bool = False,
+             after: pd.Series | None = None) -> str | None:
+    """'47 min', or '47 min (45–49)': the cell's whole run; said `after` another cell's, in a
+    unit no larger than that one's ('119 s → 58 s', never '119 s → 2.0 min'); None where it has
     none."""
     if row is None or pd.isna(row.get("fullrun_s")):
         return None
     seconds = float(row["fullrun_s"])
-    unit = _unit(seconds) if most is None else min(_unit(seconds), most, key=lambda u: u[1])
-    value, unit = _duration(seconds, unit)
+    name, size = _unit(seconds)
+    if after is not None and pd.notna(after.get("fullrun_s")):
+        name, size = min((name, size), _unit(float(after["fullrun_s"])), key=lambda u: u[1])
+    places = 1 if seconds / size < 10 else 0
+    said = f"{seconds / size:.{places}f} {name}"
     ends = [row.get(c) for c in ("fullrun_s_ci_low", "fullrun_s_ci_high")]
     if not with_interval or any(pd.isna(e) for e in ends):
-        return f"{value} {unit[0]}"
-    low, high = (_duration(float(e), unit)[0] for e in ends)
-    return f"{value} {unit[0]} ({low}–{high})"
+        return said
+    low, high = (f"{float(e) / size:.{places}f}" for e in ends)
+    return f"{said} ({low}–{high})"
 
 
 def _ips(value: float) -> str:
@@ -127,8 +122,7 @@ def _ratio(estimate: stats.Estimate, of: str = "") -> str:
 
 def _times(rows: pd.DataFrame, before: pd.Series | None, after: pd.Series | None) -> str:
     """'; 20 epochs with validation: 2.6 h → 1.5 h', or one time alone; '' where none."""
-    first = run_time(before)
-    then = run_time(after, most=_unit(float(before["fullrun_s"])) if first else None)
+    first, then = run_time(before), run_time(after, after=before)
     if first is None and then is None:
         return ""
     if first is None or then is None or after is before:
@@ -255,9 +249,7 @@ def _run_words(c: Choice, rows: pd.DataFrame) -> str | None:
     """'20 epochs of imagenette2-320 with validation after each (the 2020 experiment's run):
     float32 at batch 64 2.6 h (2.4–2.8), mixed_bfloat16 at batch 128 1.5 h (1.4–1.6).'"""
     shown = [r for r in (c.base, c.top) if r is not None]
-    first = shown[0].get("fullrun_s") if shown else None
-    most = _unit(float(first)) if pd.notna(first) else None
-    times = [(configuration(r, rows), run_time(r, True, most if i else None))
+    times = [(configuration(r, rows), run_time(r, True, shown[0] if i else None))
              for i, r in enumerate(shown)]
     if not times or all(t is None for _, t in times):
         notes = [str(r["fullrun_note"]) for r in shown if pd.notna(r.get("fullrun_note"))]

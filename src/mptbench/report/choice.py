@@ -186,9 +186,8 @@ def unpaired_estimate(top: pd.Series, base: pd.Series) -> stats.Estimate:
         return stats.Estimate(value, 1, None)
     se_top, df_top, se_base, df_base = (float(f) for f in figures)
     v_top, v_base = se_top**2, se_base**2
-    spread = v_top**2 / df_top + v_base**2 / df_base
-    df = (v_top + v_base) ** 2 / spread if spread > 0 else min(df_top, df_base)
-    df = max(1, math.floor(df))
+    df = stats.welch_df(v_top, df_top, v_base, df_base)
+    df = max(1, math.floor(min(df_top, df_base) if df is None else df))
     return stats.Estimate(value, df + 1, math.sqrt(v_top + v_base), df=df,
                           widening=_widening(top, base))
 

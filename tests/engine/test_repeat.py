@@ -208,6 +208,7 @@ def test_what_the_fits_leave_is_destroyed_in_a_thread_of_its_own():
     """Destroying a finished fit's tf.data iterator waits for its autotune thread to wake, up
     to a minute. Whatever the fits leave (here a cycle, as Keras' iterators are, whose
     destruction waits until the repeat goes on) is destroyed apart: the repeat goes on meanwhile."""
+    import gc
     import threading
 
     from mptbench.core.contract import ArmResult
@@ -228,9 +229,17 @@ def test_what_the_fits_leave_is_destroyed_in_a_thread_of_its_own():
 
     run = smoke_run()
     arm = Arm(run, ArmResult(repeat=0, policy=run.policy.name, fingerprint={}), Model())
-    in_turns([arm], {arm.name: {}}, {arm.name: StepClock(0, 1, 1, None)}, None)
-    going_on.set()  # the repeat goes on: here, at once
-    for thread in threading.enumerate():
-        if thread.name == "collect":
-            thread.join(timeout=10)
+    # Python's own collector, left on, may reach the cycle first on whatever thread allocates
+    # (under a busy suite it did, and waited there): only the explicit collection may.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        in_turns([arm], {arm.name: {}}, {arm.name: StepClock(0, 1, 1, None)}, None)
+        going_on.set()  # the repeat goes on: here, at once
+        for thread in threading.enumerate():
+            if thread.name == "collect":
+                thread.join(timeout=120)
+    finally:
+        if was_enabled:
+            gc.enable()
     assert destroyed == {"waited": True, "in": "collect"}

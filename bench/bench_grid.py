@@ -20,8 +20,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
+from common import WORKFLOW  # noqa: E402
+
 WORK = ROOT / "bench" / ".work" / "grid"
-COPY = ("Snakefile", "conf", "workflow", "src", "profiles", "envs")
 
 
 def checkout(source: Path, workdir: Path) -> Path:
@@ -29,7 +30,7 @@ def checkout(source: Path, workdir: Path) -> Path:
     target = workdir / "checkout"
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
-    for name in COPY:
+    for name in WORKFLOW:
         src = source / name
         if src.is_dir():
             shutil.copytree(src, target / name, ignore=shutil.ignore_patterns("__pycache__"))

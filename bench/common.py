@@ -22,8 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "src") not in sys.path:  # a checkout without `pip install -e .` works too
     sys.path.insert(0, str(ROOT / "src"))
 WORK = ROOT / "bench" / ".work"
-# What a copy of the workflow needs to run.
-WORKFLOW = ("Snakefile", "conf", "workflow", "src", "profiles", "envs")
+from mptbench.plan.layout import WORKFLOW_FILES as WORKFLOW  # noqa: E402 (after the path)
 
 
 def machine() -> str:

@@ -38,3 +38,10 @@ def test_variant_requirements_match_pyproject():
     pins = _pins((ROOT / "envs/requirements-train.txt").read_text().splitlines())
     assert pins
     assert {k: _pyproject()[k] for k in pins} == pins
+
+
+def test_the_variant_check_holds_tensorflow_to_pyproject_s_pin():
+    """jobs/environment.py reads the pin from this installed mptbench, written nowhere else."""
+    from mptbench.jobs.environment import PINNED_TENSORFLOW
+
+    assert PINNED_TENSORFLOW == _pyproject()["tensorflow"]

@@ -17,9 +17,9 @@ import psutil
 from mptbench.core.contract import RepeatJob
 from mptbench.core.hardware import machine_id
 from mptbench.plan import Cell, compose_config, run_config
+from mptbench.plan.layout import WORKFLOW_FILES
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKFLOW_FILES = ("Snakefile", "conf", "workflow", "src", "profiles", "envs")
 # This machine's id: the first part of every cell's paths (results/<experiment>/runs/<machine>/).
 MACHINE = machine_id()
 # The try-out's composed config, and its image size: part of its cache's name

@@ -21,7 +21,17 @@ from mptbench.core.contract import EnvironmentFacts, EnvironmentJob
 from mptbench.core.files import read_json, sha256_of
 from mptbench.jobs.launcher import Engine, EngineFailed, environment
 
-PINNED_TENSORFLOW = "2.21.0"
+
+def pinned(package: str) -> str:
+    """The version pyproject.toml pins `package` at, as this installed mptbench declares it."""
+    for requirement in metadata.requires("mptbench") or []:
+        name, _, version = requirement.partition("==")
+        if name.strip() == package and ";" not in requirement:
+            return version.strip()
+    raise LookupError(f"mptbench pins no {package}: reinstall with pip install -e .")
+
+
+PINNED_TENSORFLOW = pinned("tensorflow")
 # What a run records of the environment it ran in.
 INSTALLED_KEYS = (
     "wheel",

@@ -11,6 +11,9 @@ from typing import Any
 
 from mptbench.core.cells import AXES, GROUP_AXES, PROBE_AXES, Cell
 
+# What a copy of the workflow needs to run, beside the results and resources it makes (the
+# tests' and benchmarks' fresh checkouts copy these).
+WORKFLOW_FILES = ("Snakefile", "conf", "workflow", "src", "profiles", "envs")
 RESULTS = "results/{experiment}"
 # One path per run; its wildcards spell the grid cell, in axis order. The aggregate step reads
 # these.

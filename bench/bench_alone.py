@@ -159,7 +159,7 @@ def child_alone(run_json: str, prepared_json: str, out: str) -> None:
     from mptbench.core.contract import Run, decode
     from mptbench.engine.models import build_model, jit_setting
     from mptbench.engine.pipeline import input_pipeline
-    from mptbench.engine.repeat import _clock
+    from mptbench.engine.repeat import step_clock
     from mptbench.engine.timing import make_step_timer
 
     run = decode(Run, json.loads(Path(run_json).read_text()))
@@ -172,7 +172,7 @@ def child_alone(run_json: str, prepared_json: str, out: str) -> None:
         tf, prepared, "train", run.cell.batch_size, run.dataset.input, run.seed, training=True,
         one_hot_classes=classes if run.model.one_hot_labels else 0,
     )
-    clock = _clock(run)
+    clock = step_clock(run)
     model.fit(data, epochs=1, steps_per_epoch=run.train.steps_per_epoch,
               callbacks=[make_step_timer(clock)], verbose=0, shuffle=False)
     Path(out).write_text(json.dumps({"policy": run.policy.name, "step_s": clock.step_seconds,
@@ -220,16 +220,10 @@ def _welch(a: list[float], b: list[float]):
 
 
 def _ratio_of(first, second):
-    """first / second for two independent estimates, their log errors added (Welch df)."""
+    """first / second for two independent estimates (core/stats.py)."""
     from mptbench.core import stats
 
-    value = first.value / second.value
-    if first.log_se is None or second.log_se is None:
-        return stats.Estimate(value, min(first.n, second.n), None)
-    va, vb = first.log_se**2, second.log_se**2
-    da, db = first.df or first.n - 1, second.df or second.n - 1
-    df = (va + vb) ** 2 / (va**2 / da + vb**2 / db) if va + vb > 0 else 1
-    return stats.Estimate(value, min(first.n, second.n), math.sqrt(va + vb), df=max(int(df), 1))
+    return stats.ratio_of(first, second)
 
 
 def _steps(rows: list[dict], kind: str, policy: str, how) -> list[float]:

@@ -4,8 +4,8 @@ Beside each two-point prediction it prints the error of the rule it replaced (th
 probe batch's step scaled linearly to the cell's batch), from the same probe.
 
 For the seed convnet on this machine, at one image size: the probe (train.probe_batch_sizes)
-runs once per policy, then every batch size is both predicted (train/budget.py) and measured
-for real (one repeat through the input pipeline, train/cell.py). Printed side by side: the
+runs once per policy, then every batch size is both predicted (jobs/budget.py) and measured
+for real (one repeat through the input pipeline, jobs/trainer.py). Printed side by side: the
 prediction, the measured median step, the error, and the budget's verdict. Targets (issue):
 every prediction within +-30%, and no cell measured under 80% of train.max_step_seconds
 marked over_budget. Data: bench_data.py's full-size synthetic archive, cached at this size.

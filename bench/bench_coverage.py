@@ -8,7 +8,7 @@ steps within a process (AR(1), phi up to 0.9), occasional slow outliers in any p
 drift over minutes, and carry-over from one turn to the next (the first step of a turn after
 another arm's turn is slower by an amount that depends on that arm). The simulated steps go
 through the production code unchanged: each process's policies take turns in rounds
-(engine/rounds.py), each timed by the StepClock the engine builds (engine/repeat.py `_clock`:
+(engine/rounds.py), each timed by the StepClock the engine builds (engine/repeat.py `step_clock`:
 the default train settings of conf/train/benchmark.yaml with their warm-up time and step
 limit: an arm whose first timed step is over train.max_step_seconds stops as over_budget and
 leaves the group); the number of processes is decided by jobs/repeats.py (3, then as many more
@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from mptbench.core import stats  # noqa: E402
 from mptbench.core.contract import ArmResult, RepeatResult, Run  # noqa: E402
 from mptbench.core.policies import Policy  # noqa: E402
-from mptbench.engine.repeat import _clock  # noqa: E402
+from mptbench.engine.repeat import step_clock  # noqa: E402
 from mptbench.engine.rounds import Rounds  # noqa: E402
 from mptbench.engine.timing import after_turn  # noqa: E402
 from mptbench.jobs import repeats  # noqa: E402
@@ -193,7 +193,7 @@ class SimulatedTrainer:
         names = [r.policy.name for r in runs]
         train = runs[0].train
         turns = Rounds(names, train.round_samples, train.round_seconds)
-        clocks = {r.policy.name: _clock(r) for r in runs}
+        clocks = {r.policy.name: step_clock(r) for r in runs}
         for clock in clocks.values():
             clock._now = self.machine.now  # the simulated time, not the wall's
         states = self.machine.process([self.arms[n] for n in names])

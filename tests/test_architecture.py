@@ -317,7 +317,7 @@ def test_a_feature_goes_by_one_name_in_every_package():
 
 
 def test_the_name_check_fails_on_a_feature_under_a_second_name(tmp_path):
-    """report/numerics.py back, with parity's code in it, is caught three ways over."""
+    """A numerics.py back in report/, with parity's code in it, is caught three ways over."""
     numerics = tmp_path / "report" / "numerics.py"
     numerics.parent.mkdir()
     numerics.write_text(

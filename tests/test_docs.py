@@ -123,3 +123,44 @@ def test_the_site_builds_strictly_and_a_broken_link_fails_it(tmp_path):
         page.write("\n\nSee [the missing page](missing.md).\n")
     broken = _build(copy, tmp_path / "broken")
     assert broken.returncode != 0 and "missing.md" in broken.stdout + broken.stderr
+
+
+# A repository path as code, comments, docs and rules name one: folders, then a file with a
+# suffix of ours. Results and caches a run makes, and other packages' sources, are no such path.
+NAMED_PATH = re.compile(r"(?<![\w./<{$-])((?:[\w-]+/)+[\w-]+\.(?:py|yaml|smk|md|j2|toml|sh|rst))\b")
+NOT_OURS = ("results/", "resources/", "keras/", "tensorflow/", "site-packages/", "bench/.work/")
+
+
+def _named_paths() -> list[tuple[str, int, str]]:
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.split()
+    found = []
+    for name in listed:
+        path = ROOT / name
+        if path.is_symlink() or not path.is_file():
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            found += [(name, number, m.group(1)) for m in NAMED_PATH.finditer(line)
+                      if not m.group(1).startswith(NOT_OURS)]
+    return found
+
+
+def test_every_repository_path_named_in_code_docs_and_rules_exists():
+    """'see engine/kernels.py' is how this codebase is navigated: a name that no longer
+    resolves (from the root, src/, the package, tests/, conf/, docs/, or the naming file's
+    folder or the one above it) sends the reader nowhere."""
+    bases = [ROOT, ROOT / "src", ROOT / "src" / "mptbench", ROOT / "tests", ROOT / "conf",
+             ROOT / "docs"]
+    named = _named_paths()
+    assert len(named) > 300  # the scan reads what it should
+    dead = [
+        f"{name}:{number}: {ref}" for name, number, ref in named
+        if not any((base / ref).exists() for base in
+                   [*bases, (ROOT / name).parent, (ROOT / name).parent.parent])
+    ]
+    assert not dead, "\n".join(dead)
+

@@ -111,3 +111,15 @@ def test_percentiles_interpolate_between_steps():
     assert stats.percentile([1, 2, 3, 4], 50) == 2.5
     assert stats.percentile([4, 1, 3, 2], 10) == pytest.approx(1.3)
     assert stats.percentile([5.0], 90) == 5.0
+
+
+def test_a_ratio_of_two_independent_estimates_adds_their_log_errors_with_welch_s_df():
+    from mptbench.core import stats as s
+
+    first, second = s.Estimate(3.0, 4, 0.03, df=3), s.Estimate(1.5, 6, 0.04, df=5)
+    found = s.ratio_of(first, second)
+    assert found.value == 2.0 and found.n == 4
+    assert found.log_se == pytest.approx(0.05)
+    # (0.0009 + 0.0016)^2 / (0.0009^2 / 3 + 0.0016^2 / 5) = 7.69: 7 degrees of freedom
+    assert found.df == 7
+    assert s.ratio_of(first, s.Estimate(1.5, 1, None)).log_se is None

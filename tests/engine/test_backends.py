@@ -114,6 +114,16 @@ def test_tensorflow_names_only_a_missing_kernel_unsupported():
         None, None, "Could not find device for node: {{node Foo}} = Foo[T=DT_HALF]"
     )
     assert classify(tf, placement)[0] == "unsupported"
+    # oneDNN with no kernel for a dtype at the instruction set it may use (capped at AVX2):
+    # unsupported, in oneDNN's words, not TensorFlow's "Graph execution error:".
+    refused = tf.errors.AbortedError(None, None, (
+        "Graph execution error:\n\nDetected at node Conv2D\nOperation received an exception:"
+        "Status: 3, message: could not create a primitive descriptor for the convolution forward"
+        " propagation primitive. Run workload with environment variable ONEDNN_VERBOSE=all to get"
+        " additional diagnostic information., in file tensorflow/core/kernels/mkl/mkl_conv_ops.cc"
+    ))
+    assert classify(tf, refused) == ("unsupported", "oneDNN: could not create a primitive "
+                                     "descriptor for the convolution forward propagation primitive")
     other = tf.errors.InvalidArgumentError(None, None, "this shape is not supported by the model")
     assert classify(tf, other) is None
     assert classify(tf, tf.errors.ResourceExhaustedError(None, None, "OOM"))[0] == "oom"

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 from workflow_helpers import ROOT
 
-from mptbench.engine.repeat import _clock, fit_length
+from mptbench.engine.repeat import fit_length, step_clock
 from mptbench.engine.rounds import Rounds
 from mptbench.engine.timing import PAST_EPOCHS, StepClock, after_turn, fit_epochs
 from mptbench.plan import Cell, compose_config, run_config
@@ -40,7 +40,7 @@ def _run(clock: StepClock, time: FakeTime, durations) -> int:
 def _keras_fit(clock: StepClock, time: FakeTime, fit: dict, block: int, seconds=None) -> list:
     """Keras 3's fit loop (keras/src/backend/tensorflow/trainer.py) around the clock, as
     make_step_timer's callback feeds it, on data that repeats: an epoch's blocks start at
-    range(0, steps_per_epoch, block) (trainers/epoch_iterator.py), each runs `block` whole
+    range(0, steps_per_epoch, block) (keras/src/trainers/epoch_iterator.py), each runs `block` whole
     steps (the last too: the data does not run out) and is called back with its first and last
     step; stop_training is read after each block and after each epoch. `seconds(i)` is block
     i's time per step (0.1 s). The blocks run, as (epoch, first step)."""
@@ -63,7 +63,7 @@ def _keras_fit(clock: StepClock, time: FakeTime, fit: dict, block: int, seconds=
 
 
 def _cell(device: str, batch_size: int = 512, **train):
-    """The default experiment's run of a cell (conf/, train/benchmark.yaml), train changed."""
+    """The default experiment's run of a cell (conf/, conf/train/benchmark.yaml), train changed."""
     cfg = compose_config(ROOT / "conf", None, ["policy=[float32]"])
     cell = Cell("local", "seed_convnet", "tensorflow", "pypi", device, "float32", batch_size)
     run = run_config(cfg, cell)
@@ -71,7 +71,7 @@ def _cell(device: str, batch_size: int = 512, **train):
 
 
 def _engine_clock(run, time: FakeTime) -> StepClock:
-    clock = _clock(run)  # the engine's clock for the cell, on the test's time
+    clock = step_clock(run)  # the engine's clock for the cell, on the test's time
     clock._now = time
     return clock
 

@@ -129,7 +129,8 @@ def test_policy_subset_by_override():
         (
             "nope",
             None,
-            "unknown experiment 'nope' (allowed: benchmark, cifar_notebook, seed_blog, smoke, "
+            "unknown experiment 'nope' (allowed: benchmark, cifar_notebook, cpu_generations, "
+            "seed_blog, smoke, "
             "smoke_backends)",
         ),
         (
@@ -234,6 +235,28 @@ def test_tensorflow_only_variants_pair_with_tensorflow_alone_and_say_so():
     assert jax_cell in cells
     run = run_config(cfg, jax_cell)
     assert run.backend.name == "jax" and run.cell.backend == "jax"
+
+
+def test_a_cap_above_the_machine_is_left_out_with_one_line_and_its_run_carries_the_cap(
+    monkeypatch,
+):
+    """On a CPU without AVX-512, isa_avx512_core would cap nothing: left out, said once; an
+    experiment of such caps alone stops with the same words."""
+    from mptbench.core import isa
+
+    monkeypatch.setattr(isa, "cpu_flags", lambda cpuinfo="/proc/cpuinfo": {"avx", "avx2", "fma"})
+    cfg = compose_config(CONF, None, ["variant=[pypi,isa_avx2,isa_avx512_core]"])
+    assert pairs(cfg) == [("tensorflow", "pypi"), ("tensorflow", "isa_avx2")]
+    assert left_out(cfg) == [
+        "variant isa_avx512_core caps at AVX512_CORE, above this machine's CPU (it lacks "
+        "avx512f, avx512bw, avx512vl, avx512dq): no cells with it"
+    ]
+    run = run_config(cfg, Cell("box", "seed_convnet", "tensorflow", "isa_avx2", "cpu",
+                               "float32", 32))
+    assert run.variant.environment("tensorflow") == {
+        "ONEDNN_MAX_CPU_ISA": "AVX2", "TF_ENABLE_ONEDNN_OPTS": "1"}
+    with pytest.raises(ConfigError, match="^variant isa_avx512_core caps at AVX512_CORE, above"):
+        compose_config(CONF, None, ["variant=[isa_avx512_core]"])
 
 
 def test_a_model_runs_on_the_backends_it_lists_and_its_runs_never_see_the_list():
@@ -409,7 +432,7 @@ def test_an_image_size_a_model_cannot_take_stops_before_any_job():
         ("sweep.batch_sizes=[0]", "sweep.batch_sizes[0]: 0 is not an integer >= 1"),
         ("sweep.batch_sizes=[four]", "sweep.batch_sizes[0]: 'four' is not an integer >= 1"),
         ("dataset.sha256=abc123", "dataset.sha256: 'abc123' is not 64 lowercase hex digits"),
-        ("variant=[pypy]", "unknown variant 'pypy' (allowed: pypi, pypi_onednn, pypi_xla, "),
+        ("variant=[pypy]", "unknown variant 'pypy' (allowed: eigen, isa_amx, isa_avx, "),
         ("policy=[mixed_flaot16]", "unknown policy 'mixed_flaot16' (allowed: "),
     ],
 )

@@ -44,7 +44,7 @@ rule build_tensorflow:
         python_version=f"{sys.version_info.major}.{sys.version_info.minor}",
     shell:
         # Every value from the config is quoted ({x:q}): a repository, tag or path with spaces,
-        # ';' or '$(...)' stays one argument (tests/variants/test_source_build.py).
+        # ';' or '$(...)' stays one argument (tests/jobs/test_source_build.py).
         "(test -d {params.source_tree:q}/.git || git clone --depth 1 --branch {params.tag:q}"
         " {params.repository:q} {params.source_tree:q}) > {log:q} 2>&1"
         " && (cd {params.source_tree:q} && USE_BAZEL_VERSION={params.bazel_version:q}"

@@ -1,15 +1,16 @@
 """A grid cell: one timing run. Its fields are the grid's axes (AXES: the order every path,
-table and loop uses, the machine first); the Keras backends a cell can name are listed here
-once."""
+table and loop uses, the machine first)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-# The Keras backends mptbench knows (conf/backend/ has one yaml each; the schema, the rules'
-# wildcards and the engine's backends are checked against this tuple).
-BACKENDS = ("tensorflow", "jax", "torch")
+from mptbench.core.frameworks import NAMES
+
+# The Keras backends mptbench knows, declared in core/frameworks.py (conf/backend/ has one
+# yaml each; the schema, the rules' wildcards and the engine's backends follow this tuple).
+BACKENDS = NAMES
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ Which errors of a framework are oom or unsupported, each backend says (backends.
 
 from __future__ import annotations
 
+import re
 import signal
 from enum import StrEnum
 
@@ -74,3 +75,22 @@ def classify_death(
         f"the trainer was killed by {name}; no out-of-memory record of its own (memory limit "
         f"not crossed; {seen}), so it was killed from outside"
     )
+
+
+# A library that refuses a dtype at the instruction set it may use, in the words C++ prints as
+# it aborts: oneDNN's, for a bfloat16 matmul capped at AVX2 (core/isa.py).
+REFUSED = re.compile(r"what\(\):\s*(could not create a primitive descriptor for (?:the|a) [\w ]+?"
+                     r" primitive)")
+
+
+def refusal(code: int, output: list[str]) -> tuple[Outcome, str] | None:
+    """An abort whose last output is a library saying it has no kernel: unsupported, in its
+    words, not a crash."""
+    if code != -signal.SIGABRT:
+        return None
+    for line in reversed(output):
+        found = REFUSED.search(line)
+        if found:
+            return Outcome.UNSUPPORTED, f"oneDNN: {found.group(1)} (the process aborted)"
+    return None
+

@@ -21,7 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mptbench.core.frameworks import VERSION_FIELDS
 from mptbench.core.stats import Estimate
+
+# How far the probe's predicted step may be from the measured one: bench/bench_budget.py
+# measured the two-point prediction within it on 2-core CPUs. The budget lets a cell predicted
+# up to this much over its limit run (jobs/budget.py); the report calls a prediction beyond it
+# off (report/causes.py).
+PREDICTION_TOLERANCE = 0.3
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,8 @@ FIELDS: tuple[Field, ...] = (
     F("builder", str, tag=True, doc="a python model's package.module:function"),
     F("builder_sha256", str, tag=True, doc="the sha256 of the builder's source file"),
     F("variant", str, runs_table=True),
+    F("variant_description", str, "config.variant.description", doc="its yaml's, in a few words"),
+    F("backend_description", str, "config.backend.description", doc="its yaml's, in a few words"),
     F("device", str, runs_table=True),
     D("device_name", str, doc="GPU name or CPU model, from the fingerprint"),
     D("compute_capability", float),
@@ -258,6 +267,25 @@ FIELDS: tuple[Field, ...] = (
     D("matmul_peak_vs_float32", float),
     D("conv_peak_vs_float32", float),
     F("onednn", str, "fingerprint.onednn"),
+    F(
+        "isa_cap",
+        str,
+        "config.variant.isa",
+        tag=True,
+        doc="the instruction set its variant capped the kernels at (variant.<name>.isa)",
+    ),
+    F(
+        "kernel_isa",
+        str,
+        "fingerprint.kernel_isa",
+        tag=True,
+        doc="the highest instruction set any oneDNN kernel of its process was built for, as "
+        "oneDNN named it (ONEDNN_VERBOSE=profile_create; core/isa.py)",
+    ),
+    F("kernel_isa_own", str, "fingerprint.kernel_isa_own", doc="the same, its dtype's kernels"),
+    F("kernels", str, "fingerprint.kernels", doc="its dtype's oneDNN kernels, most made first"),
+    F("onednn_isa", str, "fingerprint.onednn_isa", doc="oneDNN's words for what it may use"),
+    D("kernel_above_cap", bool, doc="a kernel above its variant's cap ran: the cap did not take"),
     F("xla", bool, "fingerprint.xla"),
     D("tf_unused_cpu_instructions", str),
     F("wheel", str, "config.variant.installed.wheel"),
@@ -343,10 +371,9 @@ FIELDS: tuple[Field, ...] = (
         metric=True,
     ),
     F("started_at", str),
-    F("tensorflow", str, "fingerprint.tensorflow"),
+    *(F(name, str, f"fingerprint.{name}", doc="its framework's version, where it ran on it")
+      for name in VERSION_FIELDS),
     F("keras", str, "fingerprint.keras"),
-    F("jax", str, "fingerprint.jax"),
-    F("torch", str, "fingerprint.torch"),
     F("host", str, "fingerprint.host", runs_table=True),
     F(
         "hardware_id",
@@ -360,7 +387,7 @@ FIELDS: tuple[Field, ...] = (
 )
 BY_NAME = {f.name: f for f in FIELDS}
 COLUMNS = [f.name for f in FIELDS]
-# The cell's MLflow run: the train job logs what the record holds (jobs/group.py), the report
+# The cell's MLflow run: the train job logs what the record holds (jobs/tracking.py), the report
 # gives back what it derives (report/aggregate.py).
 METRICS = [f.name for f in FIELDS if f.metric and not f.derived]
 TAGS = [f.name for f in FIELDS if f.tag and not f.derived]

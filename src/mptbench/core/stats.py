@@ -213,6 +213,18 @@ def welch_df(var_a: float, df_a: float, var_b: float, df_b: float) -> float | No
     return (var_a + var_b) ** 2 / spread if spread > 0 else None
 
 
+def ratio_of(first: Estimate, second: Estimate) -> Estimate:
+    """first / second for two independent estimates (on logs): their squared standard errors
+    added, Welch-Satterthwaite's degrees of freedom (each one's df, else its n - 1)."""
+    value = first.value / second.value
+    if first.log_se is None or second.log_se is None:
+        return Estimate(value, min(first.n, second.n), None)
+    va, vb = first.log_se**2, second.log_se**2
+    df_a, df_b = first.df or first.n - 1, second.df or second.n - 1
+    df = welch_df(va, df_a, vb, df_b) or 1
+    return Estimate(value, min(first.n, second.n), math.sqrt(va + vb), df=max(int(df), 1))
+
+
 def unpaired_log_ratios(baseline: Sequence[float], other: Sequence[float]) -> Estimate:
     """The speedup from two cells timed in different processes (records from before rounds,
     or hand-made): the ratio of geometric means of the processes' medians, with a Welch t

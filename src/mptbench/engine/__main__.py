@@ -10,6 +10,7 @@ knows what to record if it dies.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import sys
 
@@ -77,6 +78,9 @@ if __name__ == "__main__":
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
+    # What C libraries wrote through stdio (oneDNN's kernel lines) is still in their buffers
+    # where stdout is a pipe: os._exit would drop it.
+    ctypes.CDLL(None).fflush(None)
     # The result is written (atomically) and the profiles saved: skip the interpreter's
     # teardown, in which the framework's threads (tf.data's above all) took 10-45 s after each
     # repeat at 256 px on 2 cores, between two timed processes of a group.

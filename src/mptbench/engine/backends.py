@@ -14,8 +14,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from mptbench.core.cells import BACKENDS as NAMES
+from mptbench.core import frameworks
 from mptbench.core.devices import Device, visible_gpus
+from mptbench.core.frameworks import NAMES, Framework
 from mptbench.core.outcomes import Outcome, first_line
 from mptbench.engine.environment import UNUSED_BY_KERAS, import_tensorflow, skipping
 
@@ -25,11 +26,22 @@ class GpuMissing(RuntimeError):
 
 
 class Backend:
-    name = ""
-    title = ""
-    module = ""
-    # What gives this framework GPUs: `pip install -e '.[<extra>]'` (pyproject.toml).
-    gpu_extra = ""
+    """What differs between the frameworks' calls; what each one is (its name, module, extras,
+    versions' fields) is its Framework (core/frameworks.py)."""
+
+    facts: Framework
+
+    @property
+    def name(self) -> str:
+        return self.facts.name
+
+    @property
+    def title(self) -> str:
+        return self.facts.title
+
+    @property
+    def module(self) -> str:
+        return self.facts.module
 
     def installed(self) -> bool:
         return importlib.util.find_spec(self.module) is not None
@@ -50,7 +62,16 @@ class Backend:
         return framework, keras, {}
 
     def versions(self, framework) -> dict[str, Any]:
+        """Its versions, by the record fields its Framework names."""
         return {self.name: framework.__version__}
+
+    def build(self, framework) -> dict[str, Any]:
+        """What its build says of itself, for the fingerprint (none by default)."""
+        return {}
+
+    def gpu_details(self, framework) -> dict[str, Any] | None:
+        """Its first GPU's name and compute capability, where nvidia-smi cannot say."""
+        return None
 
     def gpu_count(self, framework) -> int:
         raise NotImplementedError
@@ -79,17 +100,21 @@ class Backend:
         if listed:
             raise GpuMissing(
                 f"{device}: nvidia-smi lists {', '.join(listed)} but {self.title} sees no GPU; "
-                f"its CUDA libraries are likely missing: pip install -e '.[{self.gpu_extra}]'"
+                f"its CUDA libraries are likely missing: {self.facts.gpu_install}"
             )
         raise GpuMissing(f"{device} was asked for but this machine shows no GPU (nvidia-smi)")
 
 
 class TensorFlow(Backend):
-    name, title, module, gpu_extra = "tensorflow", "TensorFlow", "tensorflow", "gpu"
-    # TensorFlow's words when no kernel is registered for an op, dtype and device.
+    facts = frameworks.TENSORFLOW
+    # TensorFlow's words when no kernel is registered for an op, dtype and device; and
+    # oneDNN's when it has none for a dtype at the instruction set it may use (a bfloat16
+    # convolution capped at AVX2: core/isa.py).
     KERNEL_MISSING = re.compile(
         r"No registered '[^']+' OpKernel|Could not find device for node|No OpKernel was registered"
+        r"|could not create a primitive descriptor"
     )
+    ONEDNN_REFUSED = re.compile(r"(could not create a primitive descriptor for [\w ]+? primitive)")
 
     def start(self):
         os.environ.setdefault("KERAS_BACKEND", self.name)
@@ -98,6 +123,26 @@ class TensorFlow(Backend):
 
     def gpu_count(self, tf) -> int:
         return len(tf.config.list_physical_devices("GPU"))
+
+    def build(self, tf) -> dict[str, Any]:
+        build = dict(tf.sysconfig.get_build_info())
+        return {
+            "is_cuda_build": bool(build.get("is_cuda_build")),
+            "cuda_version": build.get("cuda_version"),
+            "cudnn_version": build.get("cudnn_version"),
+            "TF_ENABLE_ONEDNN_OPTS": os.environ.get(
+                "TF_ENABLE_ONEDNN_OPTS", "unset (TensorFlow's default)"
+            ),
+        }
+
+    def gpu_details(self, tf) -> dict[str, Any] | None:
+        gpus = tf.config.list_physical_devices("GPU")
+        if not gpus:
+            return None
+        details = tf.config.experimental.get_device_details(gpus[0])
+        capability = details.get("compute_capability")
+        cc = float(f"{capability[0]}.{capability[1]}") if capability else None
+        return {"name": details.get("device_name", gpus[0].name), "compute_capability": cc}
 
     def set_tf32(self, tf, allowed: bool) -> None:
         tf.config.experimental.enable_tensor_float_32_execution(allowed)
@@ -116,12 +161,15 @@ class TensorFlow(Backend):
         if isinstance(exc, tf.errors.ResourceExhaustedError):
             return Outcome.OOM, first_line(exc)
         if isinstance(exc, tf.errors.OpError) and self.KERNEL_MISSING.search(str(exc)):
-            return Outcome.UNSUPPORTED, first_line(exc)
+            # The line that says so: a graph's error opens with "Graph execution error:".
+            said = next(line for line in str(exc).splitlines() if self.KERNEL_MISSING.search(line))
+            refused = self.ONEDNN_REFUSED.search(said)
+            return Outcome.UNSUPPORTED, f"oneDNN: {refused.group(1)}" if refused else said[:300]
         return None
 
 
 class Jax(Backend):
-    name, title, module, gpu_extra = "jax", "JAX", "jax", "jax-gpu"
+    facts = frameworks.JAX
 
     def versions(self, jax) -> dict[str, Any]:
         import jaxlib
@@ -158,7 +206,7 @@ class Jax(Backend):
 
 
 class Torch(Backend):
-    name, title, module, gpu_extra = "torch", "PyTorch", "torch", "torch"
+    facts = frameworks.TORCH
 
     def gpu_count(self, torch) -> int:
         return torch.cuda.device_count()
@@ -186,6 +234,7 @@ class Torch(Backend):
 
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in (TensorFlow(), Jax(), Torch())}
+assert tuple(BACKENDS) == frameworks.NAMES, "a Framework without its Backend, or one over"
 
 
 def backend(name: str) -> Backend:

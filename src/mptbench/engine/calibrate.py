@@ -9,6 +9,7 @@ own operations (engine/kernels.py: JAX's are jax.numpy and lax, jitted).
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from mptbench.core.contract import CalibrateJob, Calibration
 from mptbench.core.policies import DTYPES
@@ -19,7 +20,8 @@ from mptbench.engine.peaks import conv_peak, matmul_peak, model_conv_peak
 
 
 def calibrate(
-    kernels, settings: dict, log=print, model_convs: list[dict] | None = None, max_batch: int = 0
+    kernels, settings: dict, log=print, model_convs: list[dict] | None = None, max_batch: int = 0,
+    dtypes: tuple[str, ...] = DTYPES, turn=lambda dtype: None,
 ) -> dict:
     """Matmul and convolution peaks per dtype; each dtype within settings["cap_s"], half of
     it for matmuls (the convolutions may use what the matmuls leave), and half as much again
@@ -27,7 +29,8 @@ def calibrate(
     to `max_batch`): the conv peak is the best of the generic series and the models' own."""
     result: dict = {"settings": settings, "jit_compile": kernels.jit, "matmul": {}, "conv": {}}
     result["model_batch"] = max_batch
-    for dtype in DTYPES:
+    for dtype in dtypes:
+        turn(dtype)
         started = time.monotonic()
         mm = matmul_peak(kernels, dtype, settings, started + settings["cap_s"] / 2)
         conv = conv_peak(kernels, dtype, settings, started + settings["cap_s"])
@@ -46,8 +49,8 @@ def calibrate(
             f"({conv['stopped']}; {conv['source']}); {time.monotonic() - started:.1f} s"
         )
     for kind in ("matmul", "conv"):
-        base = result[kind]["float32"]["tflops"]
-        result[f"{kind}_vs_float32"] = {d: result[kind][d]["tflops"] / base for d in DTYPES}
+        base = result[kind][DTYPES[0]]["tflops"]
+        result[f"{kind}_vs_float32"] = {d: result[kind][d]["tflops"] / base for d in dtypes}
     return result
 
 
@@ -56,7 +59,11 @@ def measure(session: Session, job: CalibrateJob) -> Calibration:
     facts = on_device(session, job.device, job.tf32)
     # Measured as the variant's cells run: XLA-compiled where they are (jit_compile=True).
     kernels = kernels_of(session.name, session.framework, job.jit_compile is True)
+    def turn(dtype: str) -> None:
+        if job.progress:
+            Path(job.progress).write_text(dtype)
+
     measured = calibrate(kernels, job.settings, lambda line: print(line, flush=True),
-                         job.model_convs, job.model_batch)
+                         job.model_convs, job.model_batch, job.dtypes or DTYPES, turn)
     return Calibration(device=job.device, variant=job.variant, backend=session.name,
                        fingerprint=facts, **measured)

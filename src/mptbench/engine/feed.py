@@ -32,7 +32,7 @@ def random_batch(seed: int, batch_size: int, input_shape, num_classes: int, one_
 
 def repeated(session: Session, x, y):
     """The same batch for every step, kept where the backend computes."""
-    if session.name == "tensorflow":
+    if session.backend.facts.feeds == "dataset":
         tf = session.framework
         return tf.data.Dataset.from_tensors((tf.constant(x), tf.constant(y))).repeat()
     ops = session.keras.ops
@@ -97,7 +97,8 @@ def input_cost(
     if is_synthetic(prepared):
         return None
     train, _ = cell_data(session, run, prepared)
-    iterator = iter(train) if session.name == "tensorflow" else train.as_numpy_iterator()
+    iterator = iter(train) if session.backend.facts.feeds == "dataset" else (
+        train.as_numpy_iterator())
     drawn, wall, cpu = 0, 0.0, 0.0
     try:
         next(iterator)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 import platform
 import socket
-from pathlib import Path
 from typing import Any
 
-from mptbench.core import hardware
+from mptbench.core import hardware, isa
 from mptbench.core.devices import Device, gpu_facts
 from mptbench.engine.backends import Backend, Session, tf32_effective
 
@@ -31,14 +30,11 @@ CPU_FLAGS = (
 
 
 def cpu_info() -> dict[str, Any]:
-    flags = set()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text(errors="replace").splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "flags":
-                flags = set(value.split())
-                break
+    """The CPU, and what its kernels may use: where the run caps them (ONEDNN_MAX_CPU_ISA,
+    core/isa.py), its fast dtypes are those within the cap."""
+    flags = isa.cpu_flags()
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
+    usable = isa.within(flags, cap if cap in isa.NAMES else None)
     return {
         "model": hardware.cpu_name(),  # the name the cell's hardware id is made from
         # The cores this process may use (a SLURM job's share), not the whole node's.
@@ -47,21 +43,10 @@ def cpu_info() -> dict[str, Any]:
         else os.cpu_count(),
         "node_logical_cores": os.cpu_count(),
         "flags": sorted(f for f in CPU_FLAGS if f in flags),
+        "isa_cap": cap,
         # What TensorFlow's oneDNN kernels can use: AVX512_FP16 alone gives it no fast float16.
-        "fast_bfloat16": bool(flags & {"amx_bf16", "avx512_bf16"}),
-        "fast_float16": "amx_fp16" in flags,
-    }
-
-
-def tensorflow_build(tf) -> dict[str, Any]:
-    build = dict(tf.sysconfig.get_build_info())
-    return {
-        "is_cuda_build": bool(build.get("is_cuda_build")),
-        "cuda_version": build.get("cuda_version"),
-        "cudnn_version": build.get("cudnn_version"),
-        "TF_ENABLE_ONEDNN_OPTS": os.environ.get(
-            "TF_ENABLE_ONEDNN_OPTS", "unset (TensorFlow's default)"
-        ),
+        "fast_bfloat16": bool(usable & {"amx_bf16", "avx512_bf16"}),
+        "fast_float16": "amx_fp16" in usable,
     }
 
 
@@ -73,26 +58,13 @@ def framework_info(backend: Backend, framework, keras) -> dict[str, Any]:
         "python": platform.python_version(),
         **backend.versions(framework),
     }
-    if backend.name == "tensorflow":
-        facts |= tensorflow_build(framework)
-    return facts
-
-
-def _tensorflow_gpu(tf) -> dict[str, Any] | None:
-    """What TensorFlow says of its first GPU, where nvidia-smi is not there to ask."""
-    gpus = tf.config.list_physical_devices("GPU")
-    if not gpus:
-        return None
-    details = tf.config.experimental.get_device_details(gpus[0])
-    capability = details.get("compute_capability")
-    cc = float(f"{capability[0]}.{capability[1]}") if capability else None
-    return {"name": details.get("device_name", gpus[0].name), "compute_capability": cc}
+    return facts | backend.build(framework)
 
 
 def gpu_info(backend: Backend, framework, device: str) -> dict[str, Any] | None:
     facts = gpu_facts(Device(device).index or 0)
-    if facts is None and backend.name == "tensorflow":
-        facts = _tensorflow_gpu(framework)
+    if facts is None:  # no nvidia-smi: what the framework says of it, where it says
+        facts = backend.gpu_details(framework)
     if facts is None:
         return None
     cc = facts.get("compute_capability")

@@ -17,6 +17,7 @@ import time
 
 from mptbench.core.contract import FitJob, FitResult
 from mptbench.core.devices import Device, gpu_facts
+from mptbench.core.frameworks import framework
 from mptbench.core.hardware import own_peak_mb
 from mptbench.core.outcomes import Outcome
 from mptbench.engine.backends import Session
@@ -28,7 +29,8 @@ from mptbench.engine.models import build_model, jit_setting
 def jax_memory_fraction(job: FitJob) -> None:
     """JAX reads its GPU memory fraction when it starts: set it from the job's limit first."""
     device = Device(job.run.cell.device)
-    if not (job.memory_limit_mb and device.is_gpu and job.run.backend.name == "jax"):
+    at_start = framework(job.run.backend.name).memory_limit_at_start
+    if not (job.memory_limit_mb and device.is_gpu and at_start):
         return
     total = (gpu_facts(device.index or 0) or {}).get("memory_mb")
     if total:

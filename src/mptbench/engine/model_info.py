@@ -1,6 +1,6 @@
 """What a model is before any cell trains it: that it builds, its size, where its code came
 from, and the FLOPs of one example's training step and forward pass, counted by the framework
-(measure/flops.py). The model_info rule writes this once per model and image size; every cell
+(engine/flops.py). The model_info rule writes this once per model and image size; every cell
 of the model reads its FLOPs from it.
 
 TensorFlow counts where it is installed (the usual case: mptbench depends on it); a machine

@@ -1,4 +1,4 @@
-"""A cell's model: its network (train/networks.py) under the dtype policy, compiled with the
+"""A cell's model: its network (engine/networks.py) under the dtype policy, compiled with the
 model's optimizer and loss."""
 
 from __future__ import annotations

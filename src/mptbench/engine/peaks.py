@@ -2,7 +2,7 @@
 
 A series of problem sizes is timed, each larger than the last, until throughput stops
 rising; the best throughput seen is the peak. The problems themselves are the backend's
-(measure/kernels.py); every call returns a scalar that is read back, so the time covers
+(engine/kernels.py); every call returns a scalar that is read back, so the time covers
 finished device work.
 """
 
@@ -74,7 +74,7 @@ class Series:
 
 
 def matmul_at(kernels, dtype: str, size: int, min_seconds: float) -> dict[str, Any]:
-    """TFLOP/s of a size x size matmul in `dtype` on the default device (measure/kernels.py)."""
+    """TFLOP/s of a size x size matmul in `dtype` on the default device (engine/kernels.py)."""
     step = kernels.matmul(dtype, size)
     return {"dtype": dtype, "size": size, **time_calls(step, 2 * size**3, min_seconds)}
 

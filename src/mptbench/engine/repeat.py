@@ -34,9 +34,6 @@ from mptbench.engine.host import HostCheck
 from mptbench.engine.models import build_model, jit_setting
 from mptbench.engine.rounds import Rounds
 
-# Op-level profiles are read from TensorFlow's profiler (jobs/profiles.py).
-PROFILED_BACKENDS = ("tensorflow",)
-
 
 @dataclass
 class Arm:
@@ -53,7 +50,7 @@ class Arm:
         return self.run.policy.name
 
 
-def _clock(run: Run) -> timing.StepClock:
+def step_clock(run: Run) -> timing.StepClock:
     """This repeat's share of the cell's time budget, and the step-time guard; past the
     cell's epochs it times up to its minimum only."""
     train = run.train
@@ -153,7 +150,7 @@ def _real(session: Session, arms: list[Arm], prepared: dict, job: RepeatJob) -> 
     for arm in arms:
         run = arm.run
         train_ds, val_ds = feed.cell_data(session, run, prepared)
-        arm.clock = _clock(run)
+        arm.clock = step_clock(run)
         fit = fit_length(run, prepared["splits"]["train"])
         fits[arm.name] = dict(x=train_ds, validation_data=val_ds, verbose=run.train.verbose, **fit)
     host = HostCheck(session, arms[0].run.device.host_check)
@@ -304,7 +301,7 @@ def _profile(session: Session, model, run: Run, prepared: dict, path: str, steps
 
 def _profiled(session: Session, arm: Arm, prepared: dict, path: str) -> None:
     """An ok arm's profile, or why it has none."""
-    if session.name not in PROFILED_BACKENDS:
+    if not session.backend.facts.profiled:  # read from TensorFlow's profiler alone
         arm.result.profile_note = (
             f"op-level profiles are read for the tensorflow backend only, not {session.name}"
         )

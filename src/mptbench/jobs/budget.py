@@ -14,11 +14,7 @@ from typing import Any
 
 from mptbench.core.contract import ProbePoint, ProbeResult, Run
 from mptbench.core.outcomes import Outcome
-
-# How far a prediction may be off and still not drop a cell: bench/bench_budget.py measured
-# the two-point prediction within this on 2-core CPUs, so a cell predicted up to 30% over the
-# limit still runs (and stops after one step if it really is over).
-PREDICTION_TOLERANCE = 0.3
+from mptbench.core.record import PREDICTION_TOLERANCE  # a cell over it still runs a step
 
 
 def predict(points: list[ProbePoint], batch_size: int) -> float:

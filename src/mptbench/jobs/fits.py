@@ -23,7 +23,7 @@ from mptbench.core.devices import Device
 from mptbench.core.files import write_json
 from mptbench.core.outcomes import Outcome
 from mptbench.jobs.budget import assess
-from mptbench.jobs.launcher import Engine, environment
+from mptbench.jobs.launcher import Engine, run_environment
 
 WITHIN = 0.10  # bisection stops when the smallest that failed is within 10% of the largest fit
 
@@ -123,7 +123,7 @@ def what_fits(
 ) -> dict[str, Any]:
     """Search the largest batch of `run`'s policy that fits; write what was found to `out`."""
     device = Device(run.cell.device)
-    engine = Engine(python, environment(run.variant.env, run.device.name, run.backend.name))
+    engine = Engine(python, run_environment(run))
     scratch = Path(out).with_name(f".{Path(out).name}.try")
 
     def attempt(batch: int) -> FitResult:

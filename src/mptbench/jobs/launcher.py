@@ -4,21 +4,25 @@ read back its result.
 
 The engine sees only its device (CUDA_VISIBLE_DEVICES), its Keras backend (KERAS_BACKEND), the
 variant's environment variables (set before its framework starts) and this checkout's mptbench,
-whatever environment it runs in. Its output goes where the job's goes (the rule's log). Train,
-probe, calibrate, model_info and variant_env jobs all launch it here.
+whatever environment it runs in. Its output goes where the job's goes (the rule's log), less
+oneDNN's kernel lines, which say what its kernels were built for (core/isa.py). Train, probe,
+calibrate, model_info and variant_env jobs all launch it here.
 """
 
 from __future__ import annotations
 
+import collections
 import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mptbench.core import isa
 from mptbench.core.contract import (
     ENGINE,
     CalibrateJob,
@@ -27,13 +31,14 @@ from mptbench.core.contract import (
     ParityJob,
     ProbeJob,
     RepeatJob,
+    Run,
     decode,
     encode,
 )
 from mptbench.core.devices import Device
 from mptbench.core.files import read_json, write_json
 from mptbench.core.hardware import RESIDENT_PEAK, RUSAGE_PEAK
-from mptbench.core.outcomes import classify_death
+from mptbench.core.outcomes import classify_death, refusal
 from mptbench.jobs import device_lock, memory
 
 SRC = str(Path(__file__).resolve().parents[2])  # the folder that holds mptbench/
@@ -59,6 +64,13 @@ def environment(
     env.update({str(k): str(v) for k, v in (variant_env or {}).items()})
     env["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, env.get("PYTHONPATH")) if p)
     return env
+
+
+def run_environment(run: Run) -> dict[str, str]:
+    """The engine's environment for a cell's run: its device, backend and variant (with the
+    variant's instruction-set cap, core/isa.py)."""
+    return environment(run.variant.environment(run.backend.name), run.device.name,
+                       run.backend.name)
 
 
 def cpu_usage() -> tuple[float, float]:
@@ -91,6 +103,46 @@ class Finished:
     result: Any = None
     death: tuple[str, str] | None = None  # (outcome, reason): killed by a signal, or over memory
     cpu_percent: float | None = None
+    kernels: isa.Kernels | None = None  # what oneDNN said it created (None: not asked)
+
+
+class Output:
+    """The engine's output on its way to the job's: oneDNN's kernel lines go to `kernels`
+    (core/isa.py), the rest on, the last of its error output kept for what a death left."""
+
+    def __init__(self):
+        self.kernels = isa.Kernels()
+        self.tail: collections.deque[str] = collections.deque(maxlen=40)
+        self.readers: list[threading.Thread] = []
+        self.asked = False  # oneDNN was asked to name its kernels
+
+    def start(self, command: list[str], env: dict[str, str]) -> subprocess.Popen:
+        self.asked = "ONEDNN_VERBOSE" not in env  # else the user's own: theirs to read
+        if self.asked:
+            env = {**env, "ONEDNN_VERBOSE": "profile_create"}
+        env = {**env, "PYTHONUNBUFFERED": "1"}
+        child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1)
+        for stream, to in ((child.stdout, "stdout"), (child.stderr, "stderr")):
+            reader = threading.Thread(target=self._pass_on, args=(stream, to), daemon=True,
+                                      name=f"engine-{to}")
+            reader.start()
+            self.readers.append(reader)
+        return child
+
+    def _pass_on(self, stream, to: str) -> None:
+        out = getattr(sys, to)
+        for line in stream:
+            if to == "stdout" and self.kernels.read(line):
+                continue
+            if to == "stderr":
+                self.tail.append(line)
+            out.write(line)
+            out.flush()
+
+    def finish(self) -> None:
+        for reader in self.readers:
+            reader.join(timeout=30)
 
 
 def timed_device(job: EngineJob) -> str | None:
@@ -137,17 +189,20 @@ class Engine:
         out.unlink(missing_ok=True)
         evidence, usage = memory.Evidence.start(), cpu_usage()
         sys.stdout.flush()
-        child = None
+        child, output = None, Output()
         try:
-            child = subprocess.Popen(self.command(job_file), env=self.env)
+            child = output.start(self.command(job_file), self.env)
             evidence.adopt(child.pid)
             watched = memory_limit_mb
             if _kernel_limited(job) and memory_limit_mb and evidence.limit(memory_limit_mb):
                 watched = None  # the kernel holds the limit: an OOM kill is its record
             code, over_limit = memory.watch(child, watched, evidence)
+            output.finish()
             if code < 0 or over_limit:
                 oom = evidence.oom_record()
-                return Finished(death=classify_death(code, over_limit, oom, evidence.notes))
+                death = (None if over_limit else refusal(code, list(output.tail))) or (
+                    classify_death(code, over_limit, oom, evidence.notes))
+                return Finished(death=death)
             if code != 0 or not out.exists():
                 raise EngineFailed(_why(code, out))
             result = decode(result_type, read_json(out))
@@ -156,7 +211,8 @@ class Engine:
                     result.peak_mb,
                     result.peak_source,
                 )
-            return Finished(result, cpu_percent=cpu_percent(usage))
+            return Finished(result, cpu_percent=cpu_percent(usage),
+                            kernels=output.kernels if output.asked else None)
         finally:
             if child is not None and child.poll() is None:  # this job itself was stopped
                 child.kill()

@@ -24,7 +24,7 @@ from mptbench.core.contract import ParityJob, ParityResult, ParityRun, ProbeResu
 from mptbench.core.files import write_json
 from mptbench.core.outcomes import Outcome
 from mptbench.jobs.budget import predict
-from mptbench.jobs.launcher import Engine, environment
+from mptbench.jobs.launcher import Engine, run_environment
 
 SPREAD_SEED = 1  # the baseline's second run: its seed is the experiment's plus this
 
@@ -135,7 +135,7 @@ def parity(
     seeds = [base.seed] * len(kept) + [base.seed + SPREAD_SEED]
     job = ParityJob(str(Path(out).with_name(f".{Path(out).name}.out")),
                     (*kept, base), tuple(seeds), prepared, steps)
-    engine = Engine(python, environment(base.variant.env, base.device.name, base.backend.name))
+    engine = Engine(python, run_environment(base))
     finished = engine.launch(job, ParityResult, base.train.memory_limit_mb)
     if finished.death:
         result["outcome"] = f"{finished.death[0]}: {finished.death[1]}"

@@ -1,5 +1,5 @@
 """A train (or probe) job: a supervisor (no framework) that owns the MLflow runs and records of
-a comparison group's cells (jobs/group.py), and starts the trainer (the engine,
+a comparison group's cells (jobs/series.py), and starts the trainer (the engine,
 jobs/trainer.py) in the variant's Python once per repeat.
 
 A trainer that dies does not take the job with it: the supervisor records the outcome the

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from mptbench.core import isa
 from mptbench.core.contract import (
     ContractError,
     ProbeJob,
@@ -22,7 +23,7 @@ from mptbench.core.contract import (
     encode,
 )
 from mptbench.core.files import read_json, write_json
-from mptbench.jobs.launcher import Engine, EngineFailed, environment
+from mptbench.jobs.launcher import Engine, EngineFailed, run_environment
 
 TrainerFailed = EngineFailed  # the trainer exited with an error: its log holds the traceback
 
@@ -64,7 +65,7 @@ class Trainer:
         self._kept = first.with_name(f".{first.name}.repeat{{}}.json") if keep else None
         run = self.runs[0]
         self.engine = Engine(
-            python, environment(run.variant.env, run.device.name, run.backend.name)
+            python, run_environment(run)
         )
 
     @property
@@ -126,8 +127,12 @@ class Trainer:
                 return Death(*finished.death, turn or None)
         finally:
             self.progress.unlink(missing_ok=True)
+        dtypes = {r.policy.name: r.policy.compute_dtype for r in runs}
         for arm in finished.result.arms:
             arm.cpu_percent = finished.cpu_percent
+            if finished.kernels is not None:
+                dtype = isa.ONEDNN_DTYPES.get(dtypes.get(arm.policy, ""), "?")
+                arm.fingerprint.update(finished.kernels.facts(dtype))
         return finished.result
 
     def probe(self, prepared: str) -> ProbeResult:

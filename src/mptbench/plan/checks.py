@@ -6,11 +6,12 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
+from mptbench.core.frameworks import framework
 from mptbench.core.policies import Policy
 from mptbench.data.builder import DatasetError
 from mptbench.data.image_folder import class_names
 from mptbench.plan.errors import ConfigError
-from mptbench.plan.grid import model_backends, pairs
+from mptbench.plan.grid import beyond_machine, model_backends, pairs
 
 # keras.applications' own lower bound on image height and width (the networks built here
 # take their input shape without pretrained weights).
@@ -79,10 +80,14 @@ def _fits(name: str, model: dict[str, Any], image_size: int) -> None:
 def _backends(cfg: dict[str, Any]) -> None:
     """Each backend asked for is installed, pairs with at least one variant, and each model
     runs on one of them."""
-    for name, facts in cfg["backend"].items():
-        if importlib.util.find_spec(name) is None:
-            raise ConfigError(f"backend {name}: not installed here; {facts['install']}")
+    for name in cfg["backend"]:
+        found = framework(name)
+        if importlib.util.find_spec(found.module) is None:
+            raise ConfigError(f"backend {name}: not installed here; {found.install}")
     if not pairs(cfg):
+        above = beyond_machine(cfg)
+        if above and set(above) == set(cfg["variant"]):
+            raise ConfigError("; ".join(above.values()))
         raise ConfigError(
             f"no cells: variant(s) {', '.join(cfg['variant'])} run on none of the backends "
             f"{', '.join(cfg['backend'])}"

@@ -6,7 +6,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from mptbench.core import hardware
+from mptbench.core import hardware, isa
 from mptbench.core.cells import AXES, Cell
 from mptbench.core.contract import (
     BackendConfig,
@@ -23,8 +23,8 @@ from mptbench.core.policies import Policy
 from mptbench.plan.errors import ConfigError
 
 __all__ = [
-    "AXES", "Cell", "expand_devices", "given", "grid", "left_out", "machines", "model_config",
-    "model_fields", "pairs", "run_config",
+    "AXES", "Cell", "beyond_machine", "expand_devices", "given", "grid", "left_out", "machines",
+    "model_config", "model_fields", "pairs", "run_config",
 ]
 
 
@@ -107,13 +107,33 @@ def machine_memory_mb() -> int | None:
 
 
 def pairs(cfg: dict[str, Any]) -> list[tuple[str, str]]:
-    """(backend, variant) pairs of the grid: a variant runs on the backends it lists."""
+    """(backend, variant) pairs of the grid: a variant runs on the backends it lists, and one
+    capped at an instruction set (variant.<name>.isa) only where this machine has it."""
+    above = beyond_machine(cfg)
     return [
         (backend, variant)
         for backend in cfg["backend"]
         for variant in cfg["variant"]
-        if backend in cfg["variant"][variant]["backends"]
+        if cfg["variant"][variant]["backends"] in (None, [], ())
+        or backend in cfg["variant"][variant]["backends"]
+        if variant not in above
     ]
+
+
+def beyond_machine(cfg: dict[str, Any], flags: set[str] | None = None) -> dict[str, str]:
+    """Variants capped at an instruction set this machine lacks, and why: such a cap caps
+    nothing (the libraries use what the machine has), so its cells would repeat another's."""
+    flags = isa.cpu_flags() if flags is None else flags
+    found = {}
+    for name, facts in cfg["variant"].items():
+        cap = facts.get("isa")
+        missing = isa.lacks(cap, flags) if cap else []
+        if missing:
+            found[name] = (
+                f"variant {name} caps at {cap}, above this machine's CPU (it lacks "
+                f"{', '.join(missing)}): no cells with it"
+            )
+    return found
 
 
 def model_backends(cfg: dict[str, Any], model: str) -> list[str]:
@@ -124,7 +144,7 @@ def model_backends(cfg: dict[str, Any], model: str) -> list[str]:
 
 def left_out(cfg: dict[str, Any]) -> list[str]:
     """Why a backend asked for has no cells with a variant or a model (a note, not an error)."""
-    notes = []
+    notes = list(beyond_machine(cfg).values())
     for kind, options in (("variant", cfg["variant"]), ("model", cfg["model"])):
         for name, facts in options.items():
             listed = facts.get("backends")

@@ -19,6 +19,7 @@ import pandas as pd
 
 from mptbench.core import fullrun, stats
 from mptbench.core.host import HOST_TOLERANCE
+from mptbench.core.outcomes import Outcome
 from mptbench.report import choice as choices
 from mptbench.report.choice import Choice, memory_check, within
 from mptbench.report.summary import baseline_name
@@ -90,9 +91,25 @@ def configuration(row: pd.Series, rows: pd.DataFrame) -> str:
     return f"{row['policy']} at {batch_words(row, rows)}"
 
 
+# A device whose kernels a variant capped (variant.<name>.isa): an answer of its own, as if
+# another CPU (a cap is a generation of CPU, not a setting to choose), keyed "cpu.isa_AVX2".
+CAPPED = ".isa_"
+
+
 def _where(key: tuple[str, str, str], several_machines: bool) -> str:
     machine, model, device = key
-    return f"{model} on {device} of {machine}" if several_machines else f"{model} on {device}"
+    device, _, cap = device.partition(CAPPED)
+    where = f"{model} on {device} of {machine}" if several_machines else f"{model} on {device}"
+    return f"{where}, kernels capped at {cap}" if cap else where
+
+
+def by_generation(key: tuple[str, str, str], rows: pd.DataFrame):
+    """(key, rows) per instruction-set cap the rows ran under: the uncapped ones under `key`,
+    each cap's under its own (see CAPPED)."""
+    caps = rows["isa_cap"] if "isa_cap" in rows else pd.Series(None, index=rows.index)
+    for cap in dict.fromkeys(c if isinstance(c, str) else None for c in caps):
+        mine = rows[caps.isna()] if cap is None else rows[caps == cap]
+        yield (key if cap is None else (key[0], key[1], f"{key[2]}{CAPPED}{cap}")), mine
 
 
 def _first(rows: pd.DataFrame, column: str):
@@ -263,11 +280,21 @@ def _run_words(c: Choice, rows: pd.DataFrame) -> str | None:
     return f"{run}: {each}."
 
 
+def _unsupported_words(rows: pd.DataFrame) -> str | None:
+    """'Unsupported here: mixed_bfloat16 (oneDNN: could not create ...).': the policies no cell
+    of which ran, because the device (or its cap) has no kernel for them."""
+    refused = rows[rows["outcome"] == Outcome.UNSUPPORTED]
+    ran = set(rows.loc[rows["outcome"] == Outcome.OK, "policy"])
+    named = [f"{policy} ({next(iter(mine['reason'].dropna()), 'no reason recorded')})"
+             for policy, mine in refused.groupby("policy", sort=False) if policy not in ran]
+    return f"Unsupported here: {', '.join(named)}." if named else None
+
+
 def details(c: Choice, rows: pd.DataFrame, baseline: str) -> tuple[str, ...]:
     """The short sentences after the lead."""
     found = (_throughputs(c, rows, baseline), _how(c, rows, baseline),
              _paired_words(c, rows, baseline), _checks(c, rows, baseline), _run_words(c, rows),
-             _left_out_words(c, rows), _host_words(c))
+             _left_out_words(c, rows), _unsupported_words(rows), _host_words(c))
     return tuple(s for s in found if s)
 
 
@@ -281,10 +308,11 @@ def answer_of(key: tuple[str, str, str], rows: pd.DataFrame, several_machines: b
 
 
 def answers(summary: pd.DataFrame) -> list[Answer]:
-    """One per machine, model and device, in the summary's order."""
+    """One per machine, model and device (and instruction-set cap), in the summary's order."""
     several = summary["machine"].nunique() > 1
     return [
-        answer_of(tuple(map(str, key)), rows, several)
+        answer_of(where, mine, several)
         for key, rows in summary.groupby(WHERE, sort=True)
+        for where, mine in by_generation(tuple(map(str, key)), rows)
     ]
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import pandas as pd
 
 from mptbench.core.outcomes import Outcome
+from mptbench.core.record import PREDICTION_TOLERANCE as PREDICTION_OFF
 from mptbench.report.summary import baseline_name, compared, policies
-from mptbench.report.thresholds import FAST_RATIO, INPUT_BOUND, PREDICTION_OFF
+from mptbench.report.thresholds import FAST_RATIO, INPUT_BOUND
 from mptbench.report.wording import dtype_of, median, ratio, speedup_text
 
 

@@ -24,6 +24,7 @@ from mptbench.core import stats
 from mptbench.core.outcomes import FAILED, Outcome
 from mptbench.report.answer import answers
 from mptbench.report.summary import groups, is_baseline
+from mptbench.report.variants import generations
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ def counts(rows: pd.DataFrame) -> dict[str, int]:
         "ran": int((outcomes == Outcome.OK).sum()),
         Outcome.OVER_BUDGET: int((outcomes == Outcome.OVER_BUDGET).sum()),
         "failed": int(outcomes.isin(FAILED).sum()),
+        Outcome.UNSUPPORTED: int((outcomes == Outcome.UNSUPPORTED).sum()),
     }
 
 
@@ -81,6 +83,7 @@ def lines(summary: pd.DataFrame) -> list[str]:
         out.append(
             f"{model} on {backend} · {variant} · {where}: {n['ran']} of {len(rows)} cells ran, "
             f"{n[Outcome.OVER_BUDGET]} over budget, {n['failed']} failed"
+            + (f" ({n[Outcome.UNSUPPORTED]} unsupported here)" if n[Outcome.UNSUPPORTED] else "")
         )
     return out
 
@@ -133,6 +136,9 @@ def metrics_and_tags(summary: pd.DataFrame) -> tuple[dict[str, float], dict[str,
 
 def headline_lines(summary: pd.DataFrame) -> list[str]:
     """headline.txt, what a finished run prints after where to look: each answer's lead, its
-    details one sentence a line, indented under it, then a line per group."""
+    details one sentence a line, indented under it; where variants capped the instruction set,
+    what each generation bought (report/variants.py); then a line per group."""
     said = [line for a in answers(summary) for line in (a.lead, *(f"  {d}" for d in a.details))]
-    return [*said, *lines(summary)]
+    bought = [f"{g['title']}: {sentence}" for g in generations(summary)
+              for sentence in g["sentences"]]
+    return [*said, *bought, *lines(summary)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from mptbench.core.frameworks import BY_NAME, VERSION_FIELDS
 from mptbench.plan.layout import GROUP_DIAGNOSIS, GROUP_TABLE, PUBLISHED_PLOT, group_file
 from mptbench.report import sections
 from mptbench.report.answer import answers
@@ -56,6 +57,11 @@ HOW_TO_READ = (
 )
 
 
+def _title(field: str) -> str:
+    """'TensorFlow' for tensorflow; a version field that is no framework's name as it is."""
+    return BY_NAME[field].title if field in BY_NAME else field
+
+
 def _env():
     import jinja2
 
@@ -82,8 +88,8 @@ def render_html(
     meta = (
         f"Model {unique(summary['model'])} on {unique(summary['dataset'])} at "
         f"{unique(summary['image_size'])} px; backend {unique(summary['backend'])}; "
-        f"TensorFlow {unique(summary['tensorflow'])}, "
-        + (f"JAX {unique(summary['jax'])}, " if summary["jax"].notna().any() else "")
+        + "".join(f"{_title(field)} {unique(summary[field])}, " for field in VERSION_FIELDS
+                  if field in summary and summary[field].notna().any())
         + f"Keras {unique(summary['keras'])}; "
         f"host {unique(summary['host'])}; machine {unique(summary['machine'])}."
     )

@@ -198,6 +198,10 @@ def backends(summary: pd.DataFrame) -> list[dict]:
         if rows["backend"].nunique() >= 2:
             where = f"{device} of {machine}" if summary["machine"].nunique() > 1 else device
             title = f"{model} · {variant} · {where}: {device_label(rows.iloc[0])}"
+            said = rows.drop_duplicates("backend").dropna(subset=["backend_description"])
+            if not said.empty:
+                title += " (" + "; ".join(
+                    f"{r.backend}: {r.backend_description}" for r in said.itertuples()) + ")"
             out.append({"title": title, "table": backends_table(rows)})
     return out
 

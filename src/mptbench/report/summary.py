@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
+from mptbench.core import isa, stats
 from mptbench.core import policies as policy_facts
-from mptbench.core import stats
 from mptbench.core.cells import AXES, GROUP_AXES
 from mptbench.core.hardware import mismatch as hardware_mismatch
 from mptbench.core.outcomes import Outcome
@@ -117,6 +117,7 @@ def row_of(record: dict[str, Any], calibrations: dict) -> dict[str, Any]:
     row.update(hardware(record))
     unused = (record.get("fingerprint") or {}).get("tf_unused_cpu_instructions")
     row["tf_unused_cpu_instructions"] = " ".join(unused or []) or None
+    row["kernel_above_cap"] = isa.above(row.get("kernel_isa"), row.get("isa_cap"))
     row["machine"] = row["machine"] or "local"  # records from before machines were an axis
     key = (row["machine"], row["backend"], row["variant"], str(record["device"]))
     calibration = calibrations.get(key)

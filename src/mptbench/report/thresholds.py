@@ -21,10 +21,6 @@ FAST_RATIO = 1.3
 # machine's own, which an interval over processes that all lost it cannot show.
 STOLEN_NOTABLE = 5.0
 
-# How far a probe's predicted step may be from the measured one before the report calls the
-# prediction off; the budget's tolerance (train/budget.py) is the same 30%.
-PREDICTION_OFF = 0.3
-
 # An op class "changed" between float32 and a mixed policy when its time per step moved by at
 # least this share of float32's step: a profile of a few steps is noisier than the timed
 # median, and smaller moves do not explain a speedup anyway.

@@ -61,6 +61,10 @@ class CalibrateJob:
     # timed at batches up to the grid's largest.
     model_convs: list[dict[str, Any]] = field(default_factory=list)
     model_batch: int = 0
+    # The dtypes to measure (empty: every one), each named in `progress` as its turn comes: a
+    # dtype whose kernels the library refuses aborts the process (core/outcomes.refusal).
+    dtypes: tuple[str, ...] = ()
+    progress: str | None = None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field, replace
 from typing import Any
 
+from mptbench.core import isa
 from mptbench.core.cells import BACKENDS, Cell
 from mptbench.core.policies import Policy
 
@@ -110,9 +111,7 @@ class BackendConfig:
     """conf/backend/<name>.yaml."""
 
     name: str
-    description: str = setting("what it is, in a few words (the report shows it)")
-    install: str = setting("how to install it, said where it is missing")
-    gpu_install: str = setting("how to install its GPU build")
+    description: str = setting("what it is, in a few words (the report's backends section)")
 
 
 @dataclass(frozen=True)
@@ -139,11 +138,11 @@ class VariantConfig:
     """conf/variant/<name>.yaml; `installed` is what its verified environment recorded."""
 
     name: str
-    backends: tuple[str, ...] = setting(
-        "the backends it runs on",
+    backends: tuple[str, ...] | None = setting(
+        "the backends it runs on (null: every one)",
         minItems=1,
         items={"allowed": BACKENDS},
-        message=f"must list backends among {', '.join(BACKENDS)}",
+        message=f"must be null or list backends among {', '.join(BACKENDS)}",
     )
     jit_compile: bool | str = setting(
         "XLA for the train step: true, false or Keras' own auto", allowed=("auto", True, False)
@@ -151,8 +150,21 @@ class VariantConfig:
     env: dict[str, str | float | bool] = setting("environment variables set for its train jobs")
     wheel: str | None = setting("a TensorFlow wheel to install into its own environment")
     build: dict[str, Any] | None = setting("how to build that wheel from source", shape=Build)
-    description: str = setting("what it is, in a few words (the report shows it)")
+    description: str = setting("what it is, in a few words (the report's variants section)")
+    isa: str | None = setting(
+        "the instruction set its kernels are capped at (core/isa.py); null: what the CPU has",
+        absent=None,
+        allowed=(None, *isa.NAMES),
+        message=f"must be null or one of {', '.join(isa.NAMES)}",
+    )
     installed: dict[str, Any] = field(default_factory=dict)
+
+    def environment(self, backend: str) -> dict[str, str]:
+        """What its engine processes on `backend` are started with: its env, and its cap's."""
+        env = {str(k): str(v) for k, v in self.env.items()}
+        for key, value in isa.environment(self.isa, backend).items():
+            env[key] = f"{env[key]} {value}" if key == "XLA_FLAGS" and key in env else value
+        return env
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,67 @@
+"""The Keras backends mptbench knows, each declared once: what every other place asks of one.
+
+A backend's name (KERAS_BACKEND, conf/backend/<name>.yaml, a cell's backend axis), the module
+that starts it, the record's fields that hold its versions, the pyproject extras that install
+it on a CPU and for GPUs, whether its op-level profile is read, how a step is fed, and how it
+is told its GPU memory limit. The plan, the schema, the record, the report and the engine's
+`Backend` (engine/backends.py: the framework calls that differ) all iterate over FRAMEWORKS.
+Adding a backend is a Framework here, its yaml, and its Backend and kernels in the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: str
+    title: str  # how the report names it
+    module: str  # what `import` starts it
+    versions: tuple[str, ...]  # the run record's fields of its versions (fingerprint.<field>)
+    extra: str | None  # pyproject's extra that installs it (None: it comes with mptbench)
+    gpu_extra: str  # pyproject's extra that gives it GPUs
+    profiled: bool  # its op-level profile is read (TensorFlow's profiler: jobs/profiles.py)
+    # How a step's batches reach it: "dataset" (the tf.data pipeline itself) or "arrays"
+    # (numpy batches drawn from it; in-memory batches as its own tensors).
+    feeds: str
+    # Its GPU memory limit is read when it starts (an environment variable set before), not
+    # set through the framework afterwards.
+    memory_limit_at_start: bool = False
+
+    @property
+    def install(self) -> str:
+        """The one line that installs it into this checkout's environment."""
+        return "pip install -e ." if self.extra is None else f"pip install -e '.[{self.extra}]'"
+
+    @property
+    def gpu_install(self) -> str:
+        return f"pip install -e '.[{self.gpu_extra}]'"
+
+
+TENSORFLOW = Framework(
+    "tensorflow", "TensorFlow", "tensorflow", ("tensorflow",), None, "gpu",
+    profiled=True, feeds="dataset",
+)
+JAX = Framework(
+    "jax", "JAX", "jax", ("jax", "jaxlib"), "jax", "jax-gpu",
+    profiled=False, feeds="arrays", memory_limit_at_start=True,
+)
+# PyPI's torch wheel for Linux is a CUDA build (GPUs and CPUs, several GB); where the package
+# index has the CPU-only one (torch==2.13.0+cpu, about 190 MB) the same pin installs that.
+TORCH = Framework(
+    "torch", "PyTorch", "torch", ("torch",), "torch", "torch",
+    profiled=False, feeds="arrays",
+)
+FRAMEWORKS: tuple[Framework, ...] = (TENSORFLOW, JAX, TORCH)
+BY_NAME = {f.name: f for f in FRAMEWORKS}
+NAMES = tuple(BY_NAME)
+# Every record field that holds a framework's version, in order (Keras' own is apart).
+VERSION_FIELDS = tuple(v for f in FRAMEWORKS for v in f.versions)
+
+
+def framework(name: str) -> Framework:
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"unknown backend {name!r}; one of {', '.join(NAMES)}") from None

@@ -88,7 +88,8 @@ def tf():
 # next two files need none of it, so the other workers train beside it instead of waiting; then
 # the longest of those that start from it.
 FIRST = ("test_faults.py", "jobs/test_fits.py", "jobs/test_environment.py", "test_slurm.py",
-         "test_smoke_backends.py", "test_faults_jobs.py", "jobs/test_supervisor.py",
+         "test_smoke_backends.py", "test_torch.py", "test_faults_jobs.py",
+         "jobs/test_supervisor.py",
          "test_variants.py", "test_workflow.py", "test_machines.py", "test_browser.py",
          "test_without_tensorflow.py")
 TESTS = Path(__file__).resolve().parent

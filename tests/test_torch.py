@@ -1,0 +1,52 @@
+"""Keras on PyTorch, every rule of the try-out: the seed convnet on the CPU in float32 against
+mixed_bfloat16 and mixed_float16, its calibration and MFU, what fits, the parity check, the
+report and MLflow, in a warm copy of the smoke run's checkout (a file of its own, so another
+worker runs it beside test_workflow.py's runs)."""
+
+import mlflow
+import pandas as pd
+import pytest
+from workflow_helpers import MACHINE, every_cell_has_an_mfu, snakemake, warm_copy
+
+from mptbench.core import isa
+
+pytestmark = [pytest.mark.slow, pytest.mark.workflow]
+
+POLICIES = {"float32", "mixed_bfloat16", "mixed_float16"}
+
+
+@pytest.fixture(scope="module")
+def torch_run(tmp_path_factory, warm):
+    """The try-out on Keras-on-PyTorch alone, at one batch size (what is checked is that every
+    rule runs on it, not the timing); returns the copy and its combined output."""
+    checkout = warm_copy(warm, tmp_path_factory.mktemp("torch"))
+    overrides = ('overrides=["name=smoke_torch","backend=[torch]","sweep.batch_sizes=[4]",'
+                 '"train.repeats=1","train.max_repeats=1"]')
+    done = snakemake(checkout, "--cores", "2", "--config", "experiment=smoke", overrides,
+                     timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return checkout, done.stdout + done.stderr
+
+
+def test_keras_on_pytorch_runs_every_rule_and_says_what_it_cannot_give(torch_run):
+    checkout, out = torch_run
+    report = checkout / "results/smoke_torch/report"
+    summary = pd.read_csv(report / "summary.csv")
+    assert set(summary["backend"]) == {"torch"} and set(summary["policy"]) == POLICIES
+    assert set(summary["outcome"]) == {"ok"}, summary[["policy", "outcome", "reason"]]
+    assert summary["torch"].str.startswith("2.13.0").all()
+    every_cell_has_an_mfu(summary)  # its own calibration: torch.matmul and conv2d per dtype
+    assert summary["fits_at_batch"].notna().all()  # the what-fits search ran on it
+    assert summary["parity_verdict"].notna().any()  # and the parity check
+    # PyTorch's convolutions go through oneDNN too: its kernels are named like TensorFlow's.
+    bf16 = summary.set_index("policy").loc["mixed_bfloat16"]
+    assert isinstance(bf16["kernel_isa"], str) and isa.place(bf16["kernel_isa"]) >= 2
+    html = (report / "index.html").read_text()
+    assert "PyTorch 2.13.0" in html  # the header names every framework's version
+    section = html.split(f'<section id="{MACHINE}-seed_convnet-torch-pypi-cpu">', 1)[1]
+    assert "op-level profiles are read for the tensorflow backend only, not torch" in section
+    client = mlflow.MlflowClient(f"sqlite:///{checkout / 'results/mlflow.db'}")
+    experiment = client.get_experiment_by_name("smoke_torch")
+    cells = client.search_runs([experiment.experiment_id], "tags.backend = 'torch'")
+    assert len(cells) == len(POLICIES)
+    assert all("ms_per_step" in run.data.metrics for run in cells)

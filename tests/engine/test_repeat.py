@@ -230,7 +230,12 @@ def test_what_the_fits_leave_is_destroyed_in_a_thread_of_its_own():
     run = smoke_run()
     arm = Arm(run, ArmResult(repeat=0, policy=run.policy.name, fingerprint={}), Model())
     # Python's own collector, left on, may reach the cycle first on whatever thread allocates
-    # (under a busy suite it did, and waited there): only the explicit collection may.
+    # (under a busy suite it did, and waited there): only the explicit collection may. And a
+    # collection still running (an earlier test's "collect" thread) makes another return at
+    # once without collecting: those finish first.
+    for thread in threading.enumerate():
+        if thread.name == "collect":
+            thread.join(timeout=120)
     was_enabled = gc.isenabled()
     gc.disable()
     try:

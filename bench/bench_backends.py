@@ -32,6 +32,7 @@ def overrides(args) -> list[str]:
         "policy=[float32,mixed_bfloat16]", "sweep.devices=[cpu]",
         f"sweep.batch_sizes=[{args.batch_size}]", "sweep.fit_search=false",
         "train.parity_steps=0", "train.synthetic_twin=false", "train.profile_steps=0",
+        f"train.max_repeats={args.max_repeats}",
         # The fixture's 120 images are a few steps: an epoch as long as the real data's (the
         # input repeats), so the timing rules, not the data, end each turn.
         "train.steps_per_epoch=100",
@@ -69,6 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models", nargs="+", default=["seed_convnet"])
     parser.add_argument("--image-size", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-repeats", type=int, default=5, help="processes a comparison")
     parser.add_argument("--report-only", action="store_true")
     args = parser.parse_args(argv)
     print(machine())

@@ -79,3 +79,10 @@ def test_a_step_within_the_intervals_decides_nothing():
     figures = [Figure(where[0], 0.82, 0.70, 0.95), Figure(where[1], 0.88, 0.54, 1.43)]
     assert turns_on("mixed_bfloat16", "float32", figures).endswith(
         "No generation measurably changes it here (every interval overlaps the next).")
+
+
+def test_the_headline_counts_an_unsupported_cell_apart_from_the_failed():
+    from mptbench.report.headline import lines
+
+    [avx2] = [line for line in lines(summary_of(cells())) if "isa_avx2" in line]
+    assert avx2.endswith(": 1 of 2 cells ran, 0 over budget, 0 failed, 1 unsupported here")

@@ -68,7 +68,8 @@ def counts(rows: pd.DataFrame) -> dict[str, int]:
     return {
         "ran": int((outcomes == Outcome.OK).sum()),
         Outcome.OVER_BUDGET: int((outcomes == Outcome.OVER_BUDGET).sum()),
-        "failed": int(outcomes.isin(FAILED).sum()),
+        # Unsupported is no failure: the device (or its cap) has no kernel for the policy.
+        "failed": int((outcomes.isin(FAILED) & (outcomes != Outcome.UNSUPPORTED)).sum()),
         Outcome.UNSUPPORTED: int((outcomes == Outcome.UNSUPPORTED).sum()),
     }
 
@@ -83,7 +84,7 @@ def lines(summary: pd.DataFrame) -> list[str]:
         out.append(
             f"{model} on {backend} · {variant} · {where}: {n['ran']} of {len(rows)} cells ran, "
             f"{n[Outcome.OVER_BUDGET]} over budget, {n['failed']} failed"
-            + (f" ({n[Outcome.UNSUPPORTED]} unsupported here)" if n[Outcome.UNSUPPORTED] else "")
+            + (f", {n[Outcome.UNSUPPORTED]} unsupported here" if n[Outcome.UNSUPPORTED] else "")
         )
     return out
 

@@ -4,6 +4,8 @@ import time
 
 import pytest
 
+from mptbench.core.contract import Calibrate
+from mptbench.core.contract.run import ConvSizes, MatmulSizes
 from mptbench.engine import peaks
 from mptbench.engine.kernels import kernels
 from mptbench.engine.peaks import Series, conv_at, conv_flops, doublings, matmul_at, model_conv_peak
@@ -22,7 +24,7 @@ def _fake(rates):
 def test_a_series_stops_after_two_sizes_without_a_gain():
     rates = {1: 1.0, 2: 2.0, 4: 3.0, 8: 3.05, 16: 3.04, 32: 9.0}
     measure, calls = _fake(rates)
-    best = Series(time.monotonic() + 60).run([1, 2, 4, 8, 16, 32], lambda n: 1, measure)
+    best = Series(time.monotonic() + 60, 0.03).run([1, 2, 4, 8, 16, 32], lambda n: 1, measure)
     assert calls == [1, 2, 4, 8, 16]  # 8 and 16 gained less than 3% over 4: plateau
     assert best["tflops"] == 3.05 and best["size"] == 8
     assert best["stopped"].startswith("plateau")
@@ -32,7 +34,7 @@ def test_a_series_stops_after_two_sizes_without_a_gain():
 def test_a_series_skips_a_size_that_would_overrun_its_cap():
     rates = {1: 1e-12, 2: 1e-12}  # 1 FLOP/s: the next size's calls would take years
     measure, calls = _fake(rates)
-    best = Series(time.monotonic() + 5).run([1, 2], lambda n: 1e6, measure)
+    best = Series(time.monotonic() + 5, 0.03).run([1, 2], lambda n: 1e6, measure)
     assert calls == [1] and best["stopped"].startswith("time cap")
 
 
@@ -60,7 +62,8 @@ def test_the_models_own_layers_are_timed_largest_first_at_growing_batches(monkey
         {"name": "m/big", "input": [32, 32, 8], "filters": 8, "kernel": 3, "stride": 1},
         {"name": "m/big_again", "input": [32, 32, 8], "filters": 8, "kernel": 3, "stride": 1},
     ]
-    settings = {"conv": {"batch": 8}, "min_seconds": 0.01}
+    settings = Calibrate(MatmulSizes(8, 8), ConvSizes(8, 8, 8, 8, (3,)), min_seconds=0.01,
+                         min_gain=0.03, cap_s=60)
     best = model_conv_peak(None, "float32", layers, settings, time.monotonic() + 60, 64)
     # big (32 px) first, at 8, 16, 32 and 64 (out of memory); then small; big_again is big.
     assert calls == [(32, 8), (32, 16), (32, 32), (32, 64), (16, 8), (16, 16), (16, 32),

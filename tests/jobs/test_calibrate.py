@@ -5,18 +5,28 @@ from dataclasses import replace
 
 import pytest
 
-from mptbench.core.contract import VariantConfig
+from mptbench.core.contract import Calibrate, ContractError, VariantConfig, decode
 from mptbench.jobs.calibrate import calibrate_variant
 from mptbench.jobs.launcher import EngineFailed
 
 PYPI = VariantConfig("pypi", ("tensorflow", "jax"), "auto", {}, None, None, "PyPI packages")
 
-SETTINGS = {
+SETTING = {
     "matmul": {"start": 64, "max": 256},
     "conv": {"batch": 2, "spatial": 8, "start_channels": 8, "max_channels": 32, "kernels": [3, 5]},
     "min_seconds": 0.05,
+    "min_gain": 0.03,
     "cap_s": 3,
 }
+SETTINGS = decode(Calibrate, SETTING)
+
+
+def test_a_calibration_is_given_every_setting_it_reads():
+    """The engine reads device.<kind>.calibrate typed: a setting left out is an error naming
+    it, not a default written a second time in the engine."""
+    with pytest.raises(ContractError, match="missing field.s. min_gain"):
+        decode(Calibrate, {k: v for k, v in SETTING.items() if k != "min_gain"})
+    assert SETTINGS.conv.kernels == (3, 5) and SETTINGS.matmul.max == 256
 
 
 @pytest.mark.slow
@@ -34,7 +44,7 @@ def test_calibrate_measures_every_dtype(tmp_path):
             assert result["stopped"]
     assert data["matmul"]["float32"]["tried"][0]["size"] == 64
     assert {t["kernel"] for t in data["conv"]["float32"]["tried"]} <= {3, 5}
-    assert data["settings"] == SETTINGS and data["jit_compile"] is False
+    assert data["settings"] == SETTING and data["jit_compile"] is False
     assert data["matmul_vs_float32"]["float32"] == 1.0
     assert data["fingerprint"]["onednn"] in ("on", "off", "off (no oneDNN start-up message)")
     assert data["variant"] == "pypi" and data["device"] == "cpu"
@@ -70,7 +80,7 @@ def test_the_conv_peak_covers_the_models_own_convolutions(tmp_path):
 def test_an_xla_variant_is_calibrated_compiled(tmp_path):
     out = tmp_path / "xla.json"
     variant = replace(PYPI, name="pypi_xla", backends=("tensorflow",), jit_compile=True)
-    small = dict(SETTINGS, cap_s=1, conv=dict(SETTINGS["conv"], kernels=[3]))
+    small = replace(SETTINGS, cap_s=1, conv=replace(SETTINGS.conv, kernels=(3,)))
     assert calibrate_variant("cpu", variant, small, None, str(out)).jit_compile is True
     assert json.loads(out.read_text())["jit_compile"] is True
 

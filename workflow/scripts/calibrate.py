@@ -3,7 +3,7 @@ with the backend's own operations."""
 
 from _job import run
 
-from mptbench.core.contract import VariantConfig, decode
+from mptbench.core.contract import Calibrate, VariantConfig, decode
 from mptbench.jobs.calibrate import calibrate_variant
 from mptbench.jobs.launcher import EngineFailed
 
@@ -11,7 +11,8 @@ from mptbench.jobs.launcher import EngineFailed
 def work():
     params = snakemake.params
     calibrate_variant(
-        snakemake.wildcards.device, decode(VariantConfig, params.variant), params.settings,
+        snakemake.wildcards.device, decode(VariantConfig, params.variant),
+        decode(Calibrate, params.settings),
         snakemake.input.env, snakemake.output[0], backend=params.backend, tf32=params.tf32,
         model_infos=list(snakemake.input.models), model_batch=params.model_batch,
         machine=snakemake.wildcards.machine,

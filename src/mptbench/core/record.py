@@ -85,17 +85,26 @@ def D(name: str, type: type, **flags: Any) -> Field:
     return Field(name, type, None, **flags)
 
 
-def with_interval(kind, name: str, doc: str, unit: str = "", **flags: Any) -> tuple[Field, ...]:
-    """A figure (made by M or D) and the columns of its 95% interval over processes, as
-    `interval` writes them: ends, the standard error of the mean log, degrees of freedom."""
-    ends = {k: v for k, v in flags.items() if k == "metric"}
+INTERVAL_COLUMNS = ("ci_low", "ci_high", "log_se", "df")  # `interval` writes these, no other
+
+
+def interval_fields(kind, name: str, unit: str = "", df: str = "", **ends: Any) -> tuple:
+    """The columns of `name`'s 95% interval over processes (made by M or D), as `interval`
+    writes them: ends, the standard error of the mean log, degrees of freedom (`df`: how
+    they are counted, where not processes - 1)."""
+    low, high, log_se, dof = (f"{name}_{column}" for column in INTERVAL_COLUMNS)
     return (
-        kind(name, float, doc=doc, **flags),
-        kind(f"{name}_ci_low", float, doc=f"95% t interval over processes, on logs{unit}", **ends),
-        kind(f"{name}_ci_high", float, **ends),
-        kind(f"{name}_log_se", float, doc="standard error of its mean log"),
-        kind(f"{name}_df", int, doc="degrees of freedom of its interval"),
+        kind(low, float, doc=f"95% t interval over processes, on logs{unit}", **ends),
+        kind(high, float, **ends),
+        kind(log_se, float, doc="standard error of its mean log (recomputes the interval)"),
+        kind(dof, int, doc=f"degrees of freedom of its interval{df or ' (processes - 1)'}"),
     )
+
+
+def with_interval(kind, name: str, doc: str, unit: str = "", **flags: Any) -> tuple[Field, ...]:
+    """A figure (made by M or D) and its interval's columns (`interval_fields`)."""
+    ends = {k: v for k, v in flags.items() if k == "metric"}
+    return (kind(name, float, doc=doc, **flags), *interval_fields(kind, name, unit, **ends))
 
 
 FIELDS: tuple[Field, ...] = (
@@ -140,10 +149,7 @@ FIELDS: tuple[Field, ...] = (
         "their geometric mean",
     ),
     M("ms_per_step_median", float, metric=True, doc="geometric mean of the processes' medians"),
-    M("ms_per_step_ci_low", float, metric=True, doc="95% t interval over processes, on logs"),
-    M("ms_per_step_ci_high", float, metric=True),
-    M("ms_per_step_log_se", float, doc="standard error of its mean log (recomputes the interval)"),
-    M("ms_per_step_df", int, doc="degrees of freedom of its interval (processes - 1)"),
+    *interval_fields(M, "ms_per_step", metric=True),
     M(
         "ms_per_step_p10",
         float,
@@ -177,23 +183,15 @@ FIELDS: tuple[Field, ...] = (
         "round median step / this one's); exp of their mean over processes (not the ratio of "
         "the two ms_per_step). Unpaired: the ratio of geometric means of process medians",
     ),
-    D("speedup_ci_low", float, metric=True, doc="95% t interval over the processes both shared"),
-    D("speedup_ci_high", float, metric=True),
+    *interval_fields(D, "speedup", " (over the processes both shared)",
+                     " (Stein: the first stage's processes - 1)", metric=True),
     D("speedup_processes", int, doc="processes the speedup's interval is over"),
-    D("speedup_log_se", float, doc="standard error of its mean log (any confidence)"),
-    D("speedup_df", int, doc="degrees of freedom of its interval (Stein: the first stage's)"),
     D("speedup_paired", bool, doc="timed in the same processes as the baseline, in turns"),
     D("speedup_verdict", str, tag=True, doc="faster, slower or no measurable difference"),
     M("synthetic_ms_per_step", float, metric=True, doc="the same mean step, in-memory data"),
-    M("synthetic_ms_per_step_ci_low", float, metric=True),
-    M("synthetic_ms_per_step_ci_high", float, metric=True),
-    M("synthetic_ms_per_step_log_se", float),
-    M("synthetic_ms_per_step_df", int),
+    *interval_fields(M, "synthetic_ms_per_step", metric=True),
     M("input_bound_ratio", float, metric=True, doc="the mean step over its twin's, per process"),
-    M("input_bound_ratio_ci_low", float, metric=True, doc="95% interval over processes"),
-    M("input_bound_ratio_ci_high", float, metric=True),
-    M("input_bound_ratio_log_se", float),
-    M("input_bound_ratio_df", int),
+    *interval_fields(M, "input_bound_ratio", metric=True),
     M(
         "input_ms_per_batch",
         float,
@@ -238,10 +236,7 @@ FIELDS: tuple[Field, ...] = (
     D("parity_skipped_steps", int, metric=True, doc="steps skipped for non-finite gradients"),
     D("parity_val_accuracy", float, doc="after the parity steps, where it validates"),
     D("speedup_compute", float, metric=True, doc="the twins' speedup: compute only, no input"),
-    D("speedup_compute_ci_low", float, metric=True),
-    D("speedup_compute_ci_high", float, metric=True),
-    D("speedup_compute_log_se", float),
-    D("speedup_compute_df", int),
+    *interval_fields(D, "speedup_compute", metric=True),
     F("flops_per_step", float, metric=True),
     F("conv_flops_per_step", float, metric=True),
     F("matmul_flops_per_step", float, metric=True),
@@ -426,8 +421,7 @@ def interval(prefix: str, estimate: Estimate, scale: float = 1.0) -> dict[str, A
     error of the mean log and the degrees of freedom (under Stein's procedure the first
     stage's processes less one, not all of them less one). All None without an interval."""
     if estimate.low is None:
-        names = ("ci_low", "ci_high", "log_se", "df")
-        return {f"{prefix}_{name}": None for name in names}
+        return {f"{prefix}_{name}": None for name in INTERVAL_COLUMNS}
     return {
         f"{prefix}_ci_low": scale * estimate.low,
         f"{prefix}_ci_high": scale * estimate.high,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from mptbench.core.contract import CalibrateJob, Calibration
+from mptbench.core.contract import Calibrate, CalibrateJob, Calibration, encode
 from mptbench.core.policies import DTYPES
 from mptbench.engine.backends import Session
 from mptbench.engine.fingerprint import on_device
@@ -20,23 +20,25 @@ from mptbench.engine.peaks import conv_peak, matmul_peak, model_conv_peak
 
 
 def calibrate(
-    kernels, settings: dict, log=print, model_convs: list[dict] | None = None, max_batch: int = 0,
+    kernels, settings: Calibrate, log=print, model_convs: list[dict] | None = None,
+    max_batch: int = 0,
     dtypes: tuple[str, ...] = DTYPES, turn=lambda dtype: None,
 ) -> dict:
-    """Matmul and convolution peaks per dtype; each dtype within settings["cap_s"], half of
+    """Matmul and convolution peaks per dtype; each dtype within settings.cap_s, half of
     it for matmuls (the convolutions may use what the matmuls leave), and half as much again
     for the models' own convolutions (`model_convs`, model_info's conv_layers, at batches up
     to `max_batch`): the conv peak is the best of the generic series and the models' own."""
-    result: dict = {"settings": settings, "jit_compile": kernels.jit, "matmul": {}, "conv": {}}
+    result: dict = {"settings": encode(settings), "jit_compile": kernels.jit}
+    result |= {"matmul": {}, "conv": {}}
     result["model_batch"] = max_batch
     for dtype in dtypes:
         turn(dtype)
         started = time.monotonic()
-        mm = matmul_peak(kernels, dtype, settings, started + settings["cap_s"] / 2)
-        conv = conv_peak(kernels, dtype, settings, started + settings["cap_s"])
+        mm = matmul_peak(kernels, dtype, settings, started + settings.cap_s / 2)
+        conv = conv_peak(kernels, dtype, settings, started + settings.cap_s)
         conv["source"] = "generic series"
         if model_convs:
-            deadline = time.monotonic() + settings["cap_s"] / 2
+            deadline = time.monotonic() + settings.cap_s / 2
             own = model_conv_peak(kernels, dtype, model_convs, settings, deadline, max_batch)
             conv["model_layers"] = own
             if own.get("tflops", 0) > conv["tflops"]:

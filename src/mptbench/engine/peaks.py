@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-DEFAULT_MIN_GAIN = 0.03  # a size that does not beat the best by 3% is on the plateau
+from mptbench.core.contract import Calibrate
+
 # A convolution training step: the forward pass and both gradients (input and filter), each
 # as costly as the forward pass.
 TRAINING_PASSES = 3
@@ -48,7 +49,8 @@ def time_calls(step, flops_per_call: float, min_seconds: float) -> dict[str, Any
 class Series:
     """Grow a problem until throughput stops rising, within a time budget."""
 
-    def __init__(self, deadline: float, min_gain: float = DEFAULT_MIN_GAIN):
+    def __init__(self, deadline: float, min_gain: float):
+        """`min_gain`: a size that does not beat the best by this share is on the plateau."""
         self.deadline, self.min_gain = deadline, min_gain
 
     def run(self, sizes: Iterable, flops_of: Callable, measure: Callable) -> dict[str, Any]:
@@ -105,33 +107,33 @@ def doublings(start: int, stop: int) -> list[int]:
     return sizes
 
 
-def matmul_peak(kernels, dtype: str, settings: dict, deadline: float) -> dict:
-    series = Series(deadline, settings.get("min_gain", DEFAULT_MIN_GAIN))
-    sizes = doublings(settings["matmul"]["start"], settings["matmul"]["max"])
+def matmul_peak(kernels, dtype: str, settings: Calibrate, deadline: float) -> dict:
+    series = Series(deadline, settings.min_gain)
+    sizes = doublings(settings.matmul.start, settings.matmul.max)
     return series.run(
         sizes,
         lambda n: 2 * n**3,
-        lambda n: matmul_at(kernels, dtype, n, settings["min_seconds"]),
+        lambda n: matmul_at(kernels, dtype, n, settings.min_seconds),
     )
 
 
-def conv_peak(kernels, dtype: str, settings: dict, deadline: float) -> dict:
+def conv_peak(kernels, dtype: str, settings: Calibrate, deadline: float) -> dict:
     """The best over each kernel size's series of channel counts."""
-    conv = settings["conv"]
-    channels = doublings(conv["start_channels"], conv["max_channels"])
+    conv = settings.conv
+    channels = doublings(conv.start_channels, conv.max_channels)
     best: dict = {}
-    for i, kernel in enumerate(conv["kernels"]):
+    for i, kernel in enumerate(conv.kernels):
         # Each kernel size gets an equal share of the time left.
-        share = (deadline - time.monotonic()) / (len(conv["kernels"]) - i)
-        series = Series(time.monotonic() + share, settings.get("min_gain", DEFAULT_MIN_GAIN))
+        share = (deadline - time.monotonic()) / (len(conv.kernels) - i)
+        series = Series(time.monotonic() + share, settings.min_gain)
 
         def shape(c: int) -> list[int]:
-            return [conv["batch"], conv["spatial"], conv["spatial"], c, c]
+            return [conv.batch, conv.spatial, conv.spatial, c, c]
 
         result = series.run(
             channels,
             lambda c, k=kernel: conv_flops(shape(c), k),
-            lambda c, k=kernel: conv_at(kernels, dtype, shape(c), k, settings["min_seconds"]),
+            lambda c, k=kernel: conv_at(kernels, dtype, shape(c), k, settings.min_seconds),
         )
         tried = best.get("tried", []) + result["tried"]
         if result.get("tflops", 0) > best.get("tflops", 0):
@@ -140,7 +142,7 @@ def conv_peak(kernels, dtype: str, settings: dict, deadline: float) -> dict:
     return best
 
 
-def _layer_series(kernels, dtype: str, key: tuple, settings: dict, deadline: float,
+def _layer_series(kernels, dtype: str, key: tuple, settings: Calibrate, deadline: float,
                   batches: list[int]) -> dict:
     """One layer shape (h, w, in, out, kernel, stride) at growing batches."""
     h, w, c_in, c_out, kernel, stride = key
@@ -150,25 +152,25 @@ def _layer_series(kernels, dtype: str, key: tuple, settings: dict, deadline: flo
 
     def measure(b: int) -> dict:
         try:
-            return conv_at(kernels, dtype, shape(b), kernel, settings["min_seconds"], stride)
+            return conv_at(kernels, dtype, shape(b), kernel, settings.min_seconds, stride)
         except Exception as exc:  # noqa: BLE001 - out of memory, mostly: the series ends
             why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             return {"shape": shape(b), "kernel": kernel, "stride": stride, "tflops": 0.0,
                     "error": why}
 
-    series = Series(deadline, settings.get("min_gain", DEFAULT_MIN_GAIN))
+    series = Series(deadline, settings.min_gain)
     return series.run(batches, lambda b: conv_flops(shape(b), kernel, stride), measure)
 
 
 def model_conv_peak(
-    kernels, dtype: str, layers: list[dict], settings: dict, deadline: float, max_batch: int
+    kernels, dtype: str, layers: list[dict], settings: Calibrate, deadline: float, max_batch: int
 ) -> dict:
     """The models' own convolutions (model_info's conv_layers: each model's Conv2D layers at
     its image size), largest first, within the deadline: each distinct shape's batch doubles
     from the calibration's (conv.batch) to the grid's largest (`max_batch`) until throughput
     stops rising, so a model whose own kernels run faster than the generic series is held to
     them. A size that fails (out of memory) counts as no gain; its error is kept."""
-    start = settings["conv"]["batch"]
+    start = settings.conv.batch
     shapes: dict[tuple, dict] = {}
     for layer in layers:
         h, w, c_in = layer["input"]

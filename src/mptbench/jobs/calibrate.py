@@ -8,6 +8,7 @@ from pathlib import Path
 
 from mptbench.core import hardware
 from mptbench.core.contract import (
+    Calibrate,
     CalibrateJob,
     Calibration,
     ModelInfo,
@@ -35,7 +36,7 @@ def model_convs(model_infos: list[str]) -> list[dict]:
 def calibrate_variant(
     device: str,
     variant: VariantConfig,
-    settings: dict,
+    settings: Calibrate,
     env_manifest: str | None,
     output: str,
     backend: str = "tensorflow",

@@ -9,6 +9,7 @@ from workflow_helpers import smoke_cell_run
 from mptbench.core.contract import (
     JOB_KINDS,
     ArmResult,
+    Calibrate,
     CalibrateJob,
     ContractError,
     DescribeJob,
@@ -25,6 +26,10 @@ from mptbench.core.contract import (
     decode_job,
     encode,
 )
+from mptbench.core.contract.run import ConvSizes, MatmulSizes
+
+CALIBRATE = Calibrate(MatmulSizes(64, 256), ConvSizes(2, 8, 8, 32, (3, 5)), min_seconds=0.05,
+                      min_gain=0.03, cap_s=1)
 
 
 def _through_json(data):
@@ -45,7 +50,7 @@ def test_every_engine_job_kind_round_trips_by_its_kind():
     jobs = [
         RepeatJob("out.json", (run, run), "prepared.json", 1, ("profiles/x", None), "p"),
         ProbeJob("out.json", run, "prepared.json"),
-        CalibrateJob("out.json", "cpu", "jax", "pypi", {"cap_s": 1}, jit_compile=True),
+        CalibrateJob("out.json", "cpu", "jax", "pypi", CALIBRATE, jit_compile=True),
         DescribeJob("out.json", run.model, 32, 10),
         EnvironmentJob("out.json"),
         FitJob("out.json", run, "prepared.json", 2, 1536),

@@ -31,6 +31,7 @@ from mptbench.core.contract.results import (
 )
 from mptbench.core.contract.run import (
     BackendConfig,
+    Calibrate,
     ConvLayer,
     DatasetConfig,
     DeviceConfig,
@@ -42,7 +43,7 @@ from mptbench.core.contract.run import (
 )
 
 __all__ = [
-    "ENGINE", "JOB_KINDS", "ArmResult", "BackendConfig", "CalibrateJob", "Calibration",
+    "ENGINE", "JOB_KINDS", "ArmResult", "BackendConfig", "Calibrate", "CalibrateJob", "Calibration",
     "ContractError", "ConvLayer", "DatasetConfig", "DescribeJob", "DeviceConfig", "EngineJob",
     "EnvironmentFacts", "EnvironmentJob", "FitJob", "FitResult", "InputConfig", "ModelConfig",
     "ModelInfo", "ParityJob", "ParityResult", "ParityRun", "ProbeJob", "ProbePoint",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from mptbench.core.contract.run import ModelConfig, Run
+from mptbench.core.contract.run import Calibrate, ModelConfig, Run
 
 ENGINE = "mptbench.engine"  # the module every engine job runs: python -m mptbench.engine JOB
 
@@ -54,7 +54,7 @@ class CalibrateJob:
     device: str
     backend: str
     variant: str
-    settings: dict[str, Any]
+    settings: Calibrate  # device.<kind>.calibrate, typed: every setting is there
     jit_compile: Any = "auto"
     tf32: bool = True
     # The grid's models' own Conv2D layers (ModelInfo.conv_layers, each with its model named),

@@ -71,13 +71,13 @@ def test_a_batch_over_the_step_budget_is_not_tried_and_the_search_says_so():
 def test_a_cell_keeps_its_own_batch_sizes_peak(batch, peak):
     found = search(_machine(300), [32, 64, 128, 256, 512], cap=512)
     fits = {"tries": [vars(t) for t in found.tries], "largest_fit": found.largest_fit,
-            "memory_limit_mb": 1536}
+            "fits_search_mb": 1536}
     figures = cell_memory(fits, batch)
     assert figures.get("peak_memory_mb") == peak
     if peak:
         assert figures["peak_memory_source"] == "VmHWM"
     assert figures["fits_at_batch"] is (peak is not None)
-    assert figures["largest_fit_batch"] == found.largest_fit and figures["memory_limit_mb"] == 1536
+    assert figures["largest_fit_batch"] == found.largest_fit and figures["fits_search_mb"] == 1536
 
 
 def _prepared(tmp_path, image_size):
@@ -106,7 +106,8 @@ def test_under_a_small_limit_the_search_finds_a_finite_largest_batch_with_oom_ab
     assert tries[largest]["peak_mb"] <= 1024 and tries[largest]["peak_source"].startswith("cgroup")
     # Above it: the kernel's OOM kill of the trainer's own cgroup, named.
     assert tries[failed]["outcome"] == "oom" and "oom_kill" in tries[failed]["reason"]
-    assert found["memory_limit"] == "device.cpu.memory_limit_mb=1024"
+    assert tries[failed]["reason"].endswith("the limit device.cpu.fits_search_mb=1024)")
+    assert found["memory_limit"] == "device.cpu.fits_search_mb=1024"
     # Well under the limit a larger batch takes more; near it the kernel reclaims the cgroup's
     # page cache, so the figures there say "fit", not by how much.
     peaks = [tries[b]["peak_mb"] for b in sorted(tries) if tries[b]["outcome"] == "ok"]

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from mptbench.core.outcomes import classify_death
 from mptbench.jobs import memory
 from mptbench.jobs.memory import Cgroup, Evidence
@@ -85,10 +87,16 @@ def test_without_a_cgroup_of_its_own_the_trainers_memory_decides(tmp_path):
     )
 
 
+# The tests below start processes that hold 200 MB to 1 GB for seconds each (the supervisor's
+# own 1 GB among them): slow, and heavy beside other work.
+SPAWNS = pytest.mark.slow
+
+
 def _child(code: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", code])
 
 
+@SPAWNS
 def test_the_trainers_peak_memory_is_its_own_however_brief():
     """A peak between two reads still counts (the kernel's high-water mark), also for a trainer
     killed by a signal, and the supervisor's own memory is never taken for the trainer's (Linux
@@ -107,6 +115,7 @@ def test_the_trainers_peak_memory_is_its_own_however_brief():
     assert 200 <= killed.peak_rss_mb < 300
 
 
+@SPAWNS
 def test_a_peak_too_brief_for_any_read_is_the_kernels_count_at_the_end():
     """A trainer whose peak came and went between reads: its count when it is reaped, where it is
     above the supervisor's own (a small supervisor here, a fresh Python)."""
@@ -122,6 +131,7 @@ def test_a_peak_too_brief_for_any_read_is_the_kernels_count_at_the_end():
     assert code == "0" and 300 <= float(peak) < 600
 
 
+@SPAWNS
 def test_waiting_for_the_trainer_wakes_the_supervisor_rarely():
     """The supervisor shares the trainer's cores: a watcher that woke every few milliseconds
     made each timed step about 1% slower (bench/README.md, bench_sources.py). Without a memory
@@ -134,11 +144,13 @@ def test_waiting_for_the_trainer_wakes_the_supervisor_rarely():
     assert after.ru_nvcsw - before.ru_nvcsw <= 8
 
 
+@SPAWNS
 def test_over_the_limit_the_trainer_is_killed_and_says_so():
     evidence = Evidence(None, None)
     child = _child("import time; b = b'x' * (400 * 2**20); time.sleep(60)")
-    code, why = memory.watch(child, 200, evidence)
+    limit = memory.Limit(200, "device.cpu.fits_search_mb")  # the setting that fired is named
+    code, why = memory.watch(child, limit, evidence)
     assert code == -9 and child.poll() == -9
     assert why.startswith("resident memory reached ")
-    assert why.endswith(" MB, over train.memory_limit_mb=200")
+    assert why.endswith(" MB, over device.cpu.fits_search_mb=200")
     assert evidence.peak_rss_mb > 200

@@ -152,13 +152,13 @@ def test_sigterm_to_the_job_ends_its_trainer_and_its_mlflow_run_as_killed(
 
 
 def test_memory_limit_exceeded_is_recorded_as_oom(tmp_path, prepared32, tracking):
-    command, record = _job(tmp_path, prepared32, tracking, batch_size=16384, memory_limit_mb=1800,
+    command, record = _job(tmp_path, prepared32, tracking, batch_size=16384, kill_above_mb=1800,
                            max_step_seconds=None, synthetic_twin=False)
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     data = json.loads(record.read_text())
     assert data["outcome"] == "oom", data.get("reason")
-    assert "over train.memory_limit_mb=1800" in data["reason"]
+    assert "over train.kill_above_mb=1800" in data["reason"]
 
 
 @contextlib.contextmanager

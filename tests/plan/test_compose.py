@@ -168,8 +168,12 @@ def test_policy_subset_by_override():
             ["sweep.max_batch=16"],
             "sweep.max_batch: 16 is below the grid's smallest batch size (32)",
         ),
-        (None, ["device.cpu.memory_limit_mb=10"], "device.cpu.memory_limit_mb: 10 is a memory"),
+        (None, ["device.cpu.fits_search_mb=10"], "device.cpu.fits_search_mb: 10 is a memory"),
         (None, ["train.synthetic_twin=sometimes"], "train.synthetic_twin: 'sometimes' is true"),
+        # The two memory limits' old name, in an override and in a yaml (+: a key it adds).
+        (None, ["train.memory_limit_mb=512"], "renamed train.kill_above_mb (the trainer is"),
+        (None, ["device.cpu.memory_limit_mb=512"], "renamed device.<kind>.fits_search_mb (the"),
+        (None, ["+train.memory_limit_mb=512"], "train: 'memory_limit_mb' is renamed: train.kill"),
     ],
 )
 def test_bad_input_is_one_clear_line(experiment, overrides, message):
@@ -180,11 +184,11 @@ def test_bad_input_is_one_clear_line(experiment, overrides, message):
 
 
 def test_a_memory_limit_larger_than_the_device_is_one_line_before_any_job():
-    limit = ["sweep.devices=[cpu]", "device.cpu.memory_limit_mb=99999999"]
+    limit = ["sweep.devices=[cpu]", "device.cpu.fits_search_mb=99999999"]
     cfg = compose_config(CONF, None, limit)
-    with pytest.raises(ConfigError, match="memory_limit_mb: 99999999 MB is more than cpu"):
+    with pytest.raises(ConfigError, match="fits_search_mb: 99999999 MB is more than cpu"):
         expand_devices(cfg, gpus=[])
-    limit = ["sweep.devices=[cpu,gpu0]", "device.gpu.memory_limit_mb=4096"]
+    limit = ["sweep.devices=[cpu,gpu0]", "device.gpu.fits_search_mb=4096"]
     cfg = compose_config(CONF, None, limit)
     assert expand_devices(cfg, gpus=["NVIDIA H200"]) == ["cpu", "gpu0"]  # no nvidia-smi: unknown
 
@@ -193,7 +197,7 @@ def test_settings_no_timing_run_depends_on_rerun_no_group():
     cell = Cell("local", "seed_convnet", "tensorflow", "pypi", "cpu", "float32", 32)
     runs = [
         encode(run_config(compose_config(CONF, None, overrides), cell))
-        for overrides in ([], ["device.cpu.memory_limit_mb=4096", "train.parity_steps=7"])
+        for overrides in ([], ["device.cpu.fits_search_mb=4096", "train.parity_steps=7"])
     ]
     assert runs[0] == runs[1]
 

@@ -50,7 +50,7 @@ def test_the_fits_search_stops_at_the_grids_largest_batch_unless_given_a_cap(cfg
         "steps": 2,
         "limit_mb": None,
     }
-    capped = smoke("sweep.max_batch=64", "sweep.fit_steps=3", "device.gpu.memory_limit_mb=4096")
+    capped = smoke("sweep.max_batch=64", "sweep.fit_steps=3", "device.gpu.fits_search_mb=4096")
     settings = params.fit_settings(capped, {"device": "gpu0"})
     assert (settings["cap"], settings["steps"], settings["limit_mb"]) == (64, 3, 4096)
     assert params.fit_settings(capped, {"device": "cpu"})["limit_mb"] is None

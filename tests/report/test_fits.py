@@ -5,7 +5,7 @@ from mptbench.report.fits import fits_sections, sentence
 from mptbench.report.published import load_published
 
 
-def _search(policy, largest, failed, baseline=False, limit="device.gpu.memory_limit_mb=4096"):
+def _search(policy, largest, failed, baseline=False, limit="device.gpu.fits_search_mb=4096"):
     tries = [{"batch_size": b, "outcome": "ok", "peak_mb": b * 10.0, "peak_source": "x"}
              for b in (32, 64, 128, 256, 512) if b <= largest]
     if failed:
@@ -21,7 +21,7 @@ def test_a_policy_that_fits_a_larger_batch_says_so_with_the_limit():
     said = sentence(_search("mixed_float16", 512, 560), base)
     assert said == (
         "mixed_float16 fits batch 512 where float32 fits 256 "
-        "(under device.gpu.memory_limit_mb=4096)."
+        "(under device.gpu.fits_search_mb=4096)."
     )
     assert "fits only batch 128 where float32 fits 256" in sentence(
         _search("mixed_bfloat16", 128, 140), base
@@ -31,7 +31,7 @@ def test_a_policy_that_fits_a_larger_batch_says_so_with_the_limit():
     stopped = _search("mixed_float16", 64, None) | {"stopped_by": "batch 128 not tried: slow"}
     assert sentence(stopped, _search("float32", 512, None, True)) == (
         "mixed_float16 fit every batch it tried, up to 64 (under "
-        "device.gpu.memory_limit_mb=4096); the search stopped there (batch 128 not tried: "
+        "device.gpu.fits_search_mb=4096); the search stopped there (batch 128 not tried: "
         "slow), so how large a batch fits is not known."
     )
 

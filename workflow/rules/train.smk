@@ -96,7 +96,7 @@ rule train:
 
 rule fits:
     # What fits: the largest batch of one policy's cells on their device (within
-    # device.<kind>.memory_limit_mb), each try a short real training run in a fresh process,
+    # device.<kind>.fits_search_mb), each try a short real training run in a fresh process,
     # its peak memory measured; the grid's own batch sizes first (the cells' peak memory).
     input:
         prepared=PREPARED,

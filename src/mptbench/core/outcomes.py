@@ -2,8 +2,9 @@
 evidence; anything else fails the job loudly.
 
   ok           trained; timing recorded
-  oom          out of memory: a ResourceExhaustedError, train.memory_limit_mb crossed, or the
-               kernel's record of an OOM kill of the trainer itself (jobs/memory.py)
+  oom          out of memory: a ResourceExhaustedError, train.kill_above_mb crossed (a fit try
+               on a CPU: device.<kind>.fits_search_mb), or the kernel's record of an OOM
+               kill of the trainer itself (jobs/memory.py)
   killed       the trainer died of a signal sent from outside (SIGKILL, SIGTERM, ...) with no
                sign of memory trouble (signal recorded)
   crashed      the trainer died of its own fault: SIGSEGV, SIGABRT, SIGBUS, SIGILL or SIGFPE

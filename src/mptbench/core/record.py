@@ -223,7 +223,7 @@ FIELDS: tuple[Field, ...] = (
     ),
     F("fits_at_batch", bool, doc="false: out of memory at this batch in the search"),
     F("largest_fit_batch", int, metric=True, doc="the policy's largest batch that fit"),
-    F("memory_limit_mb", int, doc="the limit the search ran under (null: the device's own)"),
+    F("fits_search_mb", int, doc="the memory the fits search ran in (null: the device's own)"),
     D(
         "parity_verdict",
         str,

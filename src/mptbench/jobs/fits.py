@@ -1,5 +1,5 @@
 """What fits: the largest batch one policy's cells train at on their device, within its memory
-or a limit given for it (device.<kind>.memory_limit_mb), and each batch size's peak memory.
+or a limit given for it (device.<kind>.fits_search_mb), and each batch size's peak memory.
 
 Every try is a short real training run in a fresh process (engine/fits.py). The search: every
 batch size of the grid, smallest first (their peaks are the cells' peak memory); above the
@@ -22,6 +22,7 @@ from mptbench.core.contract import FitJob, FitResult, ProbeResult, Run, encode
 from mptbench.core.devices import Device
 from mptbench.core.files import write_json
 from mptbench.core.outcomes import Outcome
+from mptbench.jobs import memory
 from mptbench.jobs.budget import assess
 from mptbench.jobs.launcher import Engine, run_environment
 
@@ -104,10 +105,10 @@ def search(
 
 def memory_limit(run: Run, limit_mb: int | None) -> dict[str, Any]:
     """The limit the tries run under, and where it comes from."""
-    setting = f"device.{Device(run.cell.device).kind}.memory_limit_mb"
+    setting = f"device.{Device(run.cell.device).kind}.fits_search_mb"
     if limit_mb:
-        return {"memory_limit_mb": limit_mb, "memory_limit": f"{setting}={limit_mb}"}
-    return {"memory_limit_mb": None, "memory_limit": f"the device's own memory, {setting} null"}
+        return {"fits_search_mb": limit_mb, "memory_limit": f"{setting}={limit_mb}"}
+    return {"fits_search_mb": None, "memory_limit": f"the device's own memory, {setting} null"}
 
 
 def what_fits(
@@ -129,7 +130,10 @@ def what_fits(
     def attempt(batch: int) -> FitResult:
         tried = replace(run, cell=replace(run.cell, batch_size=batch))
         job = FitJob(str(scratch), tried, prepared, steps, limit_mb)
-        finished = engine.launch(job, FitResult, None if device.is_gpu else limit_mb)
+        # On a GPU the framework holds the limit; on a CPU the supervisor does, naming it.
+        setting = f"device.{device.kind}.fits_search_mb"
+        limit = None if device.is_gpu or not limit_mb else memory.Limit(limit_mb, setting)
+        finished = engine.launch(job, FitResult, limit)
         if finished.death:
             outcome, reason = finished.death
             print(f"batch {batch}: {outcome}: {reason}", flush=True)
@@ -167,7 +171,7 @@ def cell_memory(fits: dict[str, Any] | None, batch_size: int) -> dict[str, Any]:
     tried = next((t for t in fits["tries"] if t["batch_size"] == batch_size), None)
     figures = {
         "largest_fit_batch": fits["largest_fit"],
-        "memory_limit_mb": fits["memory_limit_mb"],
+        "fits_search_mb": fits["fits_search_mb"],
         "fits_at_batch": None if tried is None else tried["outcome"] == Outcome.OK,
     }
     if tried and tried["outcome"] == Outcome.OK:

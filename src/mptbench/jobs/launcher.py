@@ -174,15 +174,15 @@ class Engine:
         return [self.python, "-m", ENGINE, str(job_file)]
 
     def launch(
-        self, job: EngineJob, result_type: type, memory_limit_mb: int | None = None
+        self, job: EngineJob, result_type: type, limit: memory.Limit | None = None
     ) -> Finished:
-        """Run `job` to its end; a death by a signal (or over the memory limit) is returned as
-        evidence for an outcome, any other failure raised as EngineFailed. A timing job holds
-        its device's lock while it runs (jobs/device_lock.py)."""
+        """Run `job` to its end; a death by a signal (or past `limit`, named in its reason) is
+        returned as evidence for an outcome, any other failure raised as EngineFailed. A
+        timing job holds its device's lock while it runs (jobs/device_lock.py)."""
         with device_lock.holding(timed_device(job)):
-            return self._launch(job, result_type, memory_limit_mb)
+            return self._launch(job, result_type, limit)
 
-    def _launch(self, job: EngineJob, result_type: type, memory_limit_mb: int | None) -> Finished:
+    def _launch(self, job: EngineJob, result_type: type, limit: memory.Limit | None) -> Finished:
         out = Path(job.out)
         job_file = out.with_name(f".{out.name}.job")
         write_json(job_file, encode(job))
@@ -193,13 +193,15 @@ class Engine:
         try:
             child = output.start(self.command(job_file), self.env)
             evidence.adopt(child.pid)
-            watched = memory_limit_mb
-            if _kernel_limited(job) and memory_limit_mb and evidence.limit(memory_limit_mb):
+            watched = limit
+            if _kernel_limited(job) and limit and evidence.limit(limit.mb):
                 watched = None  # the kernel holds the limit: an OOM kill is its record
             code, over_limit = memory.watch(child, watched, evidence)
             output.finish()
             if code < 0 or over_limit:
                 oom = evidence.oom_record()
+                if oom and limit and watched is None:  # the kernel held the limit: name it
+                    oom = f"{oom}; the limit {limit}"
                 death = (None if over_limit else refusal(code, list(output.tail))) or (
                     classify_death(code, over_limit, oom, evidence.notes))
                 return Finished(death=death)

@@ -34,6 +34,24 @@ IDLE_SAMPLE_S = 1.0
 
 
 @dataclass(frozen=True)
+class Limit:
+    """A resident-memory limit a process is killed past, and the setting that set it: the
+    kill's reason names the setting that fired."""
+
+    mb: int
+    setting: str
+
+    def __str__(self) -> str:
+        return f"{self.setting}={self.mb}"
+
+
+def trainer_limit(run) -> Limit | None:
+    """train.kill_above_mb of a run, where it sets one."""
+    mb = run.train.kill_above_mb
+    return Limit(mb, "train.kill_above_mb") if mb else None
+
+
+@dataclass(frozen=True)
 class Cgroup:
     """A memory cgroup: its folder and the cgroup version whose files it has."""
 
@@ -208,7 +226,7 @@ class Evidence:
         return f"{after[1]}: oom_kill {self.shared_before[0]} -> {after[0]}"
 
 
-def watch(child, limit_mb: int | None, evidence: Evidence | None = None) -> tuple[int, str | None]:
+def watch(child, limit: Limit | None, evidence: Evidence | None = None) -> tuple[int, str | None]:
     """Wait for the child, reading its peak resident memory (the kernel's high-water mark,
     VmHWM: every peak, however brief, up to the read) every SAMPLE_S with a limit, or every
     IDLE_SAMPLE_S without one, and once more when it is reaped; with a limit, kill it once its
@@ -220,18 +238,16 @@ def watch(child, limit_mb: int | None, evidence: Evidence | None = None) -> tupl
     # started from (Linux keeps the old memory's high-water mark at exec): above the
     # supervisor's own, it is the child's.
     floor, _ = own_peak_mb()
-    interval = SAMPLE_S if limit_mb else IDLE_SAMPLE_S
+    interval = SAMPLE_S if limit else IDLE_SAMPLE_S
     with _exit_of(child) as wait:
         while (code := _reaped(child, os.WNOHANG, evidence, floor)) is None:
             peak = _peak_mb(child.pid)
             if peak is not None and evidence is not None:
                 evidence.peak_rss_mb = max(evidence.peak_rss_mb, peak)
-            if limit_mb and peak is not None and peak > limit_mb:
+            if limit and peak is not None and peak > limit.mb:
                 child.kill()
                 code = _reaped(child, 0, evidence, floor)
-                return code, (
-                    f"resident memory reached {peak:.0f} MB, over train.memory_limit_mb={limit_mb}"
-                )
+                return code, f"resident memory reached {peak:.0f} MB, over {limit}"
             wait(interval)
     return code, None
 

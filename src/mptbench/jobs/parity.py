@@ -23,6 +23,7 @@ from typing import Any
 from mptbench.core.contract import ParityJob, ParityResult, ParityRun, ProbeResult, Run, encode
 from mptbench.core.files import write_json
 from mptbench.core.outcomes import Outcome
+from mptbench.jobs import memory
 from mptbench.jobs.budget import predict
 from mptbench.jobs.launcher import Engine, run_environment
 
@@ -136,7 +137,7 @@ def parity(
     job = ParityJob(str(Path(out).with_name(f".{Path(out).name}.out")),
                     (*kept, base), tuple(seeds), prepared, steps)
     engine = Engine(python, run_environment(base))
-    finished = engine.launch(job, ParityResult, base.train.memory_limit_mb)
+    finished = engine.launch(job, ParityResult, memory.trainer_limit(base))
     if finished.death:
         result["outcome"] = f"{finished.death[0]}: {finished.death[1]}"
         write_json(out, result)

@@ -1,7 +1,7 @@
 """The trainer of a train or probe job: the engine, started in the variant's Python once per
 repeat of a comparison group (or once for the probe), and what became of it.
 
-A trainer that dies of a signal, or crosses train.memory_limit_mb, leaves evidence for an
+A trainer that dies of a signal, or crosses train.kill_above_mb, leaves evidence for an
 outcome (core/outcomes.py), and the engine's progress file says whose turn it was; any other
 failure fails the job.
 """
@@ -23,6 +23,7 @@ from mptbench.core.contract import (
     encode,
 )
 from mptbench.core.files import read_json, write_json
+from mptbench.jobs import memory
 from mptbench.jobs.launcher import Engine, EngineFailed, run_environment
 
 TrainerFailed = EngineFailed  # the trainer exited with an error: its log holds the traceback
@@ -121,7 +122,7 @@ class Trainer:
                         twins=repeat < train.repeats)
         self.progress.unlink(missing_ok=True)
         try:
-            finished = self.engine.launch(job, RepeatResult, runs[0].train.memory_limit_mb)
+            finished = self.engine.launch(job, RepeatResult, memory.trainer_limit(runs[0]))
             if finished.death:
                 turn = self.progress.read_text().strip() if self.progress.exists() else None
                 return Death(*finished.death, turn or None)
@@ -137,7 +138,7 @@ class Trainer:
 
     def probe(self, prepared: str) -> ProbeResult:
         job = ProbeJob(str(self.out), self.run, prepared)
-        finished = self.engine.launch(job, ProbeResult, self.run.train.memory_limit_mb)
+        finished = self.engine.launch(job, ProbeResult, memory.trainer_limit(self.run))
         if finished.death:
             raise TrainerFailed(f"the probe's trainer died: {finished.death[1]}")
         return finished.result

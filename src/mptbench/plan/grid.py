@@ -81,7 +81,7 @@ def memory_limits(cfg: dict[str, Any], devices: list[str]) -> None:
     nvidia-smi's figure for a GPU (checked where the devices are this machine's)."""
     for name in devices:
         device = Device(name)
-        limit = device.settings(cfg["device"]).get("memory_limit_mb")
+        limit = device.settings(cfg["device"]).get("fits_search_mb")
         if not limit:
             continue
         if device.is_gpu:
@@ -90,7 +90,7 @@ def memory_limits(cfg: dict[str, Any], devices: list[str]) -> None:
             has = machine_memory_mb()
         if has and limit > has:
             raise ConfigError(
-                f"device.{device.kind}.memory_limit_mb: {limit} MB is more than {name} has "
+                f"device.{device.kind}.fits_search_mb: {limit} MB is more than {name} has "
                 f"({has} MB); a limit asks what fits in less"
             )
 

@@ -49,13 +49,13 @@ def backend(cfg: dict[str, Any], wildcards: Wildcards) -> str:
 
 def fit_settings(cfg: dict[str, Any], wildcards: Wildcards) -> dict[str, Any]:
     """The fits search's batch sizes, its cap (sweep.max_batch, else the grid's largest), steps
-    per try and the device's memory limit (device.<kind>.memory_limit_mb)."""
+    per try and the device's memory limit (device.<kind>.fits_search_mb)."""
     sweep = cfg["sweep"]
     return {
         "batch_sizes": sweep["batch_sizes"],
         "cap": sweep["max_batch"] or max(sweep["batch_sizes"]),
         "steps": sweep["fit_steps"],
-        "limit_mb": Device(wildcards["device"]).settings(cfg["device"])["memory_limit_mb"],
+        "limit_mb": Device(wildcards["device"]).settings(cfg["device"])["fits_search_mb"],
     }
 
 

@@ -26,6 +26,21 @@ _JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
 _NESTED = {"items": "items", "values": "additionalProperties", "keys": "propertyNames"}
 
 
+# Settings renamed, each by its old last name: where the old name stood, what it is now called.
+RENAMED = {
+    "memory_limit_mb": {
+        "train": "train.kill_above_mb (the trainer is killed past it)",
+        "device": "device.<kind>.fits_search_mb (the fits search's memory)",
+    },
+}
+
+
+def renamed(key: str) -> str | None:
+    """A dotted key's new name, where the setting it names was renamed; None otherwise."""
+    parts = key.split(".")
+    return RENAMED.get(parts[-1], {}).get(parts[0]) if len(parts) > 1 else None
+
+
 @cache
 def document() -> dict[str, Any]:
     """The JSON Schema of the composed configuration."""
@@ -187,6 +202,9 @@ def _message(error) -> str:
     if validator == "additionalProperties":
         known = list(schema.get("properties", {}))
         extra = sorted(set(value) - set(known))
+        new = renamed(key_path([*error.absolute_path, extra[0]]))
+        if new:
+            return f"{prefix}'{extra[0]}' is renamed: {new}"
         allowed = f" (allowed: {', '.join(known)})" if known else ""
         return f"{prefix}unknown key '{extra[0]}'{allowed}"
     if validator == "required":

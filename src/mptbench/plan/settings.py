@@ -1,5 +1,5 @@
 """The settings no run is given (the sweep, tracking, the report, the top level) and those a run
-is given without (a policy's, a model's backends, train.parity_*, device.<kind>.memory_limit_mb),
+is given without (a policy's, a model's backends, train.parity_*, device.<kind>.fits_search_mb),
 declared as the run's own are (core/contract/run.py's `setting`): `Config` is the whole
 configuration's shape."""
 
@@ -62,8 +62,8 @@ class TrainSettings(TrainConfig):
 class DeviceSettings(DeviceConfig):
     """A kind's block of conf/device: what its runs are given, and the fits rule's limit."""
 
-    memory_limit_mb: int | None = setting(
-        "what fits in this much (MB); null: the device's own memory",
+    fits_search_mb: int | None = setting(
+        "the fits search's memory: what fits in this much (MB); null: the device's own",
         minimum=64,
         message="is a memory limit in MB (64 at least), or null for the device's own memory",
     )

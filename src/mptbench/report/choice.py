@@ -128,7 +128,7 @@ def memory_check(row: pd.Series) -> bool | None:
 
 def within(row: pd.Series) -> str:
     """Where the fits search looked: 'under the 4096 MB limit' or 'in the device's memory'."""
-    limit = row.get("memory_limit_mb")
+    limit = row.get("fits_search_mb")
     return f"under the {int(limit)} MB limit" if pd.notna(limit) else "in the device's memory"
 
 

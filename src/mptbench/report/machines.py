@@ -87,7 +87,7 @@ def _fit_of(rows: pd.DataFrame) -> dict:
     found = rows["largest_fit_batch"].dropna()
     if found.empty:
         return cell("—", "missing", "not searched (sweep.fit_search=false)")
-    limit = rows["memory_limit_mb"].dropna()
+    limit = rows["fits_search_mb"].dropna()
     return cell(int(found.max()), small=f"within {int(limit.iloc[0])} MB" if len(limit) else None)
 
 

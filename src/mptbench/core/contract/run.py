@@ -317,8 +317,8 @@ class TrainConfig:
         "fewer, where that many would take longer", **POSITIVE
     )
     profile_repeats: int = setting("the processes that profile, the first ones", **COUNT)
-    memory_limit_mb: int | None = setting(
-        "the trainer is killed past this resident memory", minimum=256
+    kill_above_mb: int | None = setting(
+        "the trainer is killed past this resident memory (MB), recorded as oom", minimum=256
     )
     verbose: int = setting("Keras' progress in the job log", allowed=(0, 1, 2))
 

@@ -2,6 +2,8 @@
 policies on a GPU, the default grid's noisy baseline on a CPU, a run record of 3 processes."""
 
 import pandas as pd
+from records import record as make_record
+from records import summary_row
 
 from mptbench.core import stats
 from mptbench.core.record import COLUMNS, FIELDS
@@ -12,28 +14,31 @@ from mptbench.report.summary import CELL_KEYS
 FLOAT32_MS = {32: 100.0, 64: 190.0, 128: 360.0, 256: 760.0}
 BFLOAT16_MS = {32: 40.0, 64: 90.0, 128: 170.0, 256: 310.0}
 SPEEDUP_LOG_SE = 0.005  # paired: far narrower than either cell's own spread
+# What a cell's row says of comparisons it has not made: none.
+UNCOMPARED = dict.fromkeys(
+    [c for c in COLUMNS if c.startswith(("speedup", "fullrun_speedup"))], None)
+NOT_SEARCHED = dict.fromkeys(
+    ["peak_memory_mb", "peak_memory_source", "memory_vs_baseline", "fits_at_batch",
+     "largest_fit_batch", "fits_search_mb"], None)
+NO_PARITY = dict.fromkeys([c for c in COLUMNS if c.startswith("parity_")], None)
 
 
 def cell(policy: str, batch: int, ms: float, se: float = 0.01, **more) -> dict:
-    """A summary row of an ok cell timed in 3 processes, its interval ±5% of its mean step;
-    its whole run the 2020 experiment's (20 epochs with validation after each) on 12800
+    """A summary row of an ok cell timed in 3 processes on a GPU, its interval ±5% of its mean
+    step; its whole run the 2020 experiment's (20 epochs with validation after each) on 12800
     images, the steps' time and a fifth more for validation and the first epoch, ±5% too; no
-    fits search and no parity run unless `more` says so."""
+    speedup (summary_of works it out), no fits search and no parity run unless `more` says so."""
     whole = 1.2 * 20 * (12800 // batch) * ms / 1000
-    row = dict.fromkeys(COLUMNS)
-    row |= {
-        "experiment": "unit", "machine": "m1", "model": "seed_convnet", "backend": "tensorflow",
-        "dataset": "imagenette2-320", "image_size": 256, "variant": "pypi", "device": "gpu0",
-        "policy": policy, "baseline": policy == "float32", "batch_size": batch, "outcome": "ok",
-        "compute_dtype": "float32" if policy == "float32" else policy.removeprefix("mixed_"),
-        "ms_per_step": ms, "ms_per_step_log_se": se, "ms_per_step_df": 2,
+    return summary_row(**{
+        "machine": "m1", "model": "seed_convnet", "dataset": "imagenette2-320",
+        "image_size": 256, "device": "gpu0", "policy": policy,
+        "batch_size": batch, "ms_per_step": ms, "ms_per_step_log_se": se,
         "ms_per_step_ci_low": 0.95 * ms, "ms_per_step_ci_high": 1.05 * ms,
-        "images_per_sec": 1000 * batch / ms, "train_examples": 12800, "train_epochs": 1,
-        "fullrun_s": whole, "fullrun_s_ci_low": 0.95 * whole, "fullrun_s_ci_high": 1.05 * whole,
-        "fullrun_epochs": 20, "fullrun_validates": True,
+        "train_examples": 12800, "fullrun_s": whole, "fullrun_s_ci_low": 0.95 * whole,
+        "fullrun_s_ci_high": 1.05 * whole, "fullrun_epochs": 20, "fullrun_validates": True,
         "fullrun_source": "the 2020 experiment's",
-    }
-    return row | more
+        **UNCOMPARED, **NOT_SEARCHED, **NO_PARITY, **more,
+    })
 
 
 def summary_of(cells: list[dict]) -> pd.DataFrame:
@@ -106,16 +111,10 @@ def record(policy: str, ms: float) -> dict:
          "step_ms": [ms * (1 + 0.01 * i)] * 4}
         for i in range(3)
     ]
-    return {
-        "experiment": "unit", "model": "seed_convnet", "dataset": "imagenette2-320",
-        "device": "cpu", "variant": "pypi", "backend": "tensorflow", "policy": policy,
-        "batch_size": 32, "outcome": "ok", "ms_per_step": ms, "ms_per_step_log_se": 0.006,
-        "ms_per_step_df": 2, "ms_per_step_ci_low": 0.97 * ms, "ms_per_step_ci_high": 1.03 * ms,
-        "images_per_sec": 32_000 / ms, "compute_dtype": "float32" if policy == "float32"
-        else "bfloat16", "baseline": policy == "float32", "repeats": repeats,
-        "train_examples": 9469, "config": {"train": {"epochs": 5, "repeats": 3}},
-        "fullrun_s": 5 * 295 * ms / 1000, "fullrun_epochs": 5, "fullrun_validates": False,
-        "fullrun_source": "train.epochs",
-    }
-
-
+    return make_record(
+        dataset="imagenette2-320", policy=policy, batch_size=32, ms_per_step=ms,
+        ms_per_step_log_se=0.006, ms_per_step_ci_low=0.97 * ms, ms_per_step_ci_high=1.03 * ms,
+        repeats=repeats, train_examples=9469, config={"train": {"epochs": 5, "repeats": 3}},
+        fullrun_s=5 * 295 * ms / 1000, fullrun_epochs=5, fullrun_validates=False,
+        fullrun_source="train.epochs",
+    )

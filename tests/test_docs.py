@@ -1,5 +1,5 @@
 """The first page and the docs site: README.md stays one short page whose commands and tables
-are the docs' own, the site builds strictly, and nothing the long README said went missing."""
+are the docs' own, the site builds strictly, and every link into a page finds its heading."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -15,16 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 MOST_README_LINES = 200
-# Every section of the README before the docs site (1,005 lines): each is a section of a page.
-OLD_SECTIONS = [
-    "Quick start", "Offline try-out", "Experiments", "Models: ours, the standard ones, and yours",
-    "Data", "Configuration and overrides", "Timing: what a number means", "Why: the diagnosis",
-    "Where the time went: op-level profiles",
-    "Memory and numerics: what fits, and does it still learn", "TensorFlow variants",
-    "Keras backends: TensorFlow, JAX, PyTorch", "GPUs",
-    "Where to look: the report, Snakemake's report, MLflow", "Running on a cluster (SLURM)",
-    "Several machines, one report", "When things go wrong", "Benchmarks", "Layout", "Tests",
-]
+# A link in markdown to a page of ours (a relative .md path, or none: this page), and its anchor.
+LINK = re.compile(r"\]\((?!\w+:)([^)\s#]*\.md|)(?:#([^)\s]+))?\)")
+FENCE = re.compile(r"^```.*?^```", re.M | re.S)
 
 
 def _pages() -> dict[Path, str]:
@@ -72,15 +66,33 @@ def test_the_readme_commands_and_experiments_are_the_docs_own():
     assert named == experiments, "the experiments table and conf/experiment/ disagree"
 
 
-def test_every_section_of_the_old_readme_is_a_section_of_a_page():
-    headings = {
-        line[3:].strip()
-        for text in _pages().values()
-        for line in text.splitlines()
-        if line.startswith("## ")
-    }
-    missing = [s for s in OLD_SECTIONS if s not in headings]
-    assert not missing, f"no docs page has these sections: {missing}"
+def _anchors(text: str) -> set[str]:
+    """The ids of a page's headings, as the toc extension makes them (its slugify: ASCII, no
+    punctuation, lower case, hyphens for spaces); a fenced block holds no heading."""
+    found = set()
+    for line in FENCE.sub("", text).splitlines():
+        heading = re.match(r"#{1,6} (.+)", line)
+        if heading:
+            words = unicodedata.normalize("NFKD", heading.group(1)).encode("ascii", "ignore")
+            words = re.sub(r"[^\w\s-]", "", words.decode()).strip().lower()
+            found.add(re.sub(r"[-\s]+", "-", words))
+    return found
+
+
+def test_every_link_into_a_page_names_a_page_and_a_heading_it_has():
+    """README's links and the pages' (the benchmarks page is bench/README.md): a renamed
+    heading or a moved page leaves no link pointing at nothing."""
+    linking = {README: README.read_text()} | _pages()
+    checked = 0
+    for page, text in linking.items():
+        for target, anchor in LINK.findall(FENCE.sub("", text)):
+            where = (page.parent / target) if target else page
+            name = f"{page.relative_to(ROOT)}: {target}#{anchor}"
+            assert where.is_file(), f"{name}: no such page"
+            if anchor:
+                assert anchor in _anchors(where.read_text()), f"{name}: no such heading"
+                checked += 1
+    assert checked > 20  # the scan finds the anchors the pages link
 
 
 def test_measured_figures_live_in_the_benchmarks_page_alone():

@@ -68,6 +68,7 @@ def test_steal_time_is_read_as_a_share_of_the_machines_cpu_between_two_readings(
     assert hardware.stolen_percent(None, before) is None
 
 
+@pytest.mark.slow  # two Python processes, the parent holding 600 MB
 def test_a_process_peak_is_its_own_not_the_one_it_was_started_from():
     """VmHWM starts afresh at exec; ru_maxrss keeps the parent's peak: a small child of a
     600 MB parent reads under 100 MB by peak_resident_mb and 600 MB or more by ru_maxrss."""

@@ -1,20 +1,30 @@
 """The run record's fields are described once; summary.csv, MLflow and what the train job writes
 into a record follow that description."""
 
+import copy
+import csv
 import json
+import math
+import re
 from dataclasses import replace
 
+import pandas as pd
 import pytest
+from records import record, unmeasured_record
 from workflow_helpers import smoke_cell_run
 
-from mptbench.core import record
+from mptbench.core import record as fields
 from mptbench.core.contract import ArmResult, ModelInfo, ProbePoint, ProbeResult, RepeatResult
 from mptbench.core.outcomes import Outcome
+from mptbench.jobs import series
 from mptbench.jobs.combine import combine, model_figures
 from mptbench.jobs.series import train_group
+from mptbench.report import sections
+from mptbench.report.aggregate import cell_results
 from mptbench.report.summary import summarise
+from mptbench.report.tables import text
 
-ALLOWED = set(record.COLUMNS) | set(record.STRUCTURAL)
+ALLOWED = set(fields.COLUMNS) | set(fields.STRUCTURAL)
 FLOPS = {"conv": 3e8, "matmul": 1e8, "other": 1e6}
 MODEL = ModelInfo(
     "seed_convnet",
@@ -31,30 +41,87 @@ MODEL = ModelInfo(
 )
 INPUT = {"input_ms_per_batch": 40.0, "input_cpu_ms_per_batch": 45.0}
 # What the engine measures of a repeat beyond its steps: every per_repeat field.
-MEASURED = {name: 1.0 for name in record.PER_REPEAT} | INPUT
+MEASURED = {name: 1.0 for name in fields.PER_REPEAT} | INPUT
 
 
 def test_summary_columns_are_the_described_fields_in_order():
-    summary = summarise([{"device": "cpu", "policy": "float32", "batch_size": 8, "outcome": "ok"}])
-    assert list(summary.columns) == record.COLUMNS
+    summary = summarise([record()])
+    assert list(summary.columns) == fields.COLUMNS
 
 
 def test_fields_read_nested_values_by_path():
     row = {"fingerprint": {"onednn": "on"}, "config": {"device": {"block_steps": 10}}}
-    assert record.BY_NAME["onednn"].read(row) == "on"
-    assert record.BY_NAME["block_steps"].read(row) == 10
-    assert record.BY_NAME["wheel"].read(row) is None
+    assert fields.BY_NAME["onednn"].read(row) == "on"
+    assert fields.BY_NAME["block_steps"].read(row) == 10
+    assert fields.BY_NAME["wheel"].read(row) is None
 
 
-def test_metrics_and_runs_table_are_subsets_of_the_columns():
-    assert set(record.METRICS) <= set(record.COLUMNS)
-    assert set(record.RUNS_TABLE) <= set(record.COLUMNS)
-    assert "ms_per_step" in record.METRICS and "mlflow_run_id" in record.RUNS_TABLE
-    assert all(record.BY_NAME[m].numeric for m in record.METRICS + record.REPORT_METRICS)
-    # What the report derives it gives back to the cell's run; the train job logs the rest.
-    assert "speedup_vs_baseline" in record.REPORT_METRICS and "mfu" in record.REPORT_METRICS
-    assert "speedup_verdict" in record.REPORT_TAGS and "outcome" in record.TAGS
-    assert not set(record.METRICS) & set(record.REPORT_METRICS)
+class LoggedRun:
+    """A cell's MLflow run that keeps what the train job logs on it."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+    def finish(self, metrics, tags, cell):
+        self.metrics, self.tags = metrics, tags
+
+
+def test_the_train_job_logs_every_metric_and_tag_field_the_record_holds_read_by_its_path(tmp_path):
+    """Every field flagged metric, at its value (by path: breakdown_closure is under breakdown),
+    and every one flagged tag; the profile's classes beside them."""
+    numbers = {name: float(i + 1) for i, name in enumerate(fields.METRICS)}
+    cell = record(**numbers, breakdown={"classes_ms": {"conv_forward": 7.0}, "dir": str(tmp_path)})
+    run = LoggedRun()
+    series._log(run, cell)
+    assert run.metrics == numbers | {"breakdown_conv_forward_ms": 7.0}
+    # A tag held under config or the fingerprint is logged by name, read by its path too.
+    assert run.tags == {name: fields.BY_NAME[name].read(cell) or "" for name in fields.TAGS}
+    assert run.tags["kernel_isa"] == cell["fingerprint"]["kernel_isa"] == "avx512_core"
+    assert "ms_per_step" in fields.METRICS and "outcome" in fields.TAGS
+
+
+def test_the_table_of_runs_shows_every_runs_table_field_with_each_runs_value():
+    cell = record(ms_per_step=123.4, predicted_step_s=0.1, mlflow_run_id="0123456789abcdef")
+    [row] = summarise([cell]).to_dict("records")
+    table = sections.runs(pd.DataFrame([row]), "http://mlflow.example")
+    names = [c["text"] for c in table["head"]]
+    assert names == [*fields.RUNS_TABLE[:-1], "MLflow run"]
+    assert fields.RUNS_TABLE[-1] == "mlflow_run_id"
+    [shown] = table["rows"]
+    expected = {name: text(row[name]) for name in fields.RUNS_TABLE}
+    expected |= {"ms_per_step": "123", "predicted_step_s": "0.10", "mlflow_run_id": "01234567"}
+    assert {name: c["text"] for name, c in zip(fields.RUNS_TABLE, shown, strict=True)} == expected
+    assert shown[-1]["href"].startswith("http://mlflow.example/#/experiments/1/runs/0123456789")
+
+
+def test_summary_csv_holds_every_numeric_field_as_a_number_and_every_count_as_an_integer(tmp_path):
+    """Read back from the CSV, whether or not every row has the figure (a cell that ran out of
+    memory has none of what its repeats measure)."""
+    cells = [record(), record(policy="mixed_bfloat16"), record(batch_size=64, outcome="oom")]
+    summarise(cells).to_csv(tmp_path / "summary.csv", index=False)
+    with open(tmp_path / "summary.csv") as f:
+        rows = list(csv.DictReader(f))
+    for field in fields.FIELDS:
+        values = [r[field.name] for r in rows if r[field.name] != ""]
+        if field.type is int:
+            assert all(re.fullmatch(r"-?\d+", v) for v in values), (field.name, values)
+        elif field.numeric:
+            assert all(math.isfinite(float(v)) for v in values), (field.name, values)
+    timed = {r["outcome"]: r["timed_steps"] for r in rows}
+    assert timed == {"ok": "12", "oom": ""}
+
+
+def test_the_report_gives_back_to_a_cells_run_what_it_derived_and_nothing_the_train_job_logged():
+    cells = [record(), record(policy="mixed_bfloat16", ms_per_step=50.0)]
+    summary = summarise(cells)
+    metrics, tags = cell_results(summary)["run-cpu-mixed_bfloat16-8"]
+    row = summary.set_index("policy").loc["mixed_bfloat16"]
+    assert metrics["speedup_vs_baseline"] == pytest.approx(2.0) and tags["speedup_verdict"]
+    derived = [f.name for f in fields.FIELDS if f.derived]
+    assert metrics == {m: row[m] for m in derived if fields.BY_NAME[m].metric and pd.notna(row[m])}
+    assert tags == {t: row[t] for t in derived if fields.BY_NAME[t].tag and pd.notna(row[t])}
+    assert "speedup_vs_baseline" in fields.REPORT_METRICS and "mfu" in fields.REPORT_METRICS
+    assert "speedup_verdict" in fields.REPORT_TAGS
 
 
 def _arm(repeat, policy="float32", twin=True, outcome=Outcome.OK, steps=None, validated=True):
@@ -90,9 +157,9 @@ def _arm(repeat, policy="float32", twin=True, outcome=Outcome.OK, steps=None, va
 
 def _combined(repeats):
     """The keys combine() writes into a record that has its model's figures and a prediction."""
-    given = {"predicted_step_s": 0.2, "train_examples": 800, "validation_examples": 160,
-             "config": {"train": {"epochs": 1}}} | model_figures(MODEL, batch_size=8)
-    out = dict(given)
+    given = unmeasured_record(predicted_step_s=0.2, train_examples=800, validation_examples=160,
+                              config={"train": {"epochs": 1}}, **model_figures(MODEL, batch_size=8))
+    out = copy.deepcopy(given)
     combine(out, repeats, batch_size=8, fastest_host_ms=0.5)
     return out, set(out) - set(given)
 
@@ -111,8 +178,8 @@ def test_every_key_combine_writes_is_a_field_or_a_named_structural_part():
         assert set(out) <= ALLOWED, set(out) - ALLOWED
         written |= new
     # What combine writes of the fields is what record.py flags measured (and nothing else).
-    measured = {f.name for f in record.FIELDS if f.measured and not f.path}
-    assert written - set(record.STRUCTURAL) == measured
+    measured = {f.name for f in fields.FIELDS if f.measured and not f.path}
+    assert written - set(fields.STRUCTURAL) == measured
 
 
 def test_a_figure_the_engine_measures_without_a_field_fails_the_cell():
@@ -149,7 +216,7 @@ def test_every_key_the_train_job_writes_is_a_field_or_a_named_structural_part(tm
     }
     tries = [{"batch_size": 8, "outcome": "ok", "peak_mb": 300.0, "peak_source": "VmHWM"}]
     fits = {
-        r.policy.name: {"tries": tries, "largest_fit": 64, "memory_limit_mb": None} for r in runs
+        r.policy.name: {"tries": tries, "largest_fit": 64, "fits_search_mb": None} for r in runs
     }
     records = train_group(
         ScriptedTrainer(runs, tmp_path), str(prepared), None, probes, MODEL, fits=fits

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from mptbench.data.download import DownloadError, fetch, read_checksum
 
 ARCHIVE_NAME = "imagenette2-320.tgz"
 FAST = {"backoff_s": 0.01, "timeout_s": 10.0}
+THROTTLED_S = 0.2  # how long a throttled body takes to arrive, at least
 
 
 @pytest.fixture(autouse=True)
@@ -51,8 +53,14 @@ def test_fetch_over_http_puts_verified_file_in_place(
 ):
     dest = tmp_path / "out" / ARCHIVE_NAME
     messages: list[str] = []
+    # The server sleeps after each 4096-byte chunk: all but the last chunk's take THROTTLED_S.
+    chunks = -(-len(archive_bytes) // 4096)
+    assert chunks > 1
+    http_server.bytes_per_second = (chunks - 1) * 4096 / THROTTLED_S
 
+    before = time.monotonic()
     result = fetch(served_archive, dest, fixture_archive["sha256"], log=messages.append, **FAST)
+    wall = time.monotonic() - before
 
     assert dest.read_bytes() == archive_bytes
     assert not _part(dest).exists()
@@ -60,7 +68,8 @@ def test_fetch_over_http_puts_verified_file_in_place(
     assert result["path"] == str(dest)
     assert result["sha256"] == fixture_archive["sha256"]
     assert result["bytes"] == len(archive_bytes)
-    assert result["seconds"] >= 0
+    # The download's own time: at least what the throttled body took, at most the call's.
+    assert THROTTLED_S <= result["seconds"] <= wall
     assert [r.range for r in http_server.requests] == [None]
     assert any(fixture_archive["sha256"] in m for m in messages)
 
@@ -284,6 +293,7 @@ print(json.dumps(fetch(sys.argv[1], sys.argv[2], sys.argv[3], log=lambda _: None
 """
 
 
+@pytest.mark.slow  # a fresh Python process
 def test_fetch_honours_http_proxy_from_environment(
     tmp_path, served_archive, fixture_archive, archive_bytes, http_server
 ):

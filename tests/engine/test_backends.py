@@ -90,6 +90,7 @@ def test_jax_tf32_switch_sets_the_default_matmul_precision():
         jax.config.update("jax_default_matmul_precision", None)
 
 
+@pytest.mark.slow  # a fresh Python process
 def test_a_started_backend_refuses_a_conflicting_keras_backend():
     code = (
         "import os; os.environ['KERAS_BACKEND'] = 'torch'\n"

@@ -24,6 +24,7 @@ def _never(line, **_):
     raise AssertionError(f"said {line!r} where nothing held the device")
 
 
+@pytest.mark.slow  # a holder in a process of its own
 def test_a_second_job_waits_until_the_first_is_killed(tmp_path, monkeypatch):
     """A holder killed with SIGKILL releases the device at once (an flock dies with it); the
     waiter says what it waited for and for how long."""
@@ -45,6 +46,7 @@ def test_a_second_job_waits_until_the_first_is_killed(tmp_path, monkeypatch):
         assert waited < 1
 
 
+@pytest.mark.slow  # a job in a process pinned to other cores
 def test_jobs_pinned_to_other_cores_do_not_share_a_lock(tmp_path):
     """The CPU's lock is per set of cores, so jobs a scheduler pinned apart run side by side;
     a GPU's is per GPU."""
@@ -71,7 +73,7 @@ def test_only_jobs_that_time_hold_a_device(tmp_path):
     run = smoke_cell_run()
     assert timed_device(RepeatJob(out="o", runs=(run,), prepared="p")) == "cpu"
     assert timed_device(ProbeJob(out="o", run=run, prepared="p")) == "cpu"
-    calibrate = CalibrateJob(out="o", device="gpu0", backend="jax", variant="v", settings={})
+    calibrate = CalibrateJob(out="o", device="gpu0", backend="jax", variant="v", settings=None)
     assert timed_device(calibrate) == "gpu0"
     assert (
         timed_device(DescribeJob(out="o", model=run.model, image_size=32, num_classes=10)) is None

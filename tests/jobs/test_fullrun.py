@@ -1,14 +1,16 @@
 """A cell's whole run from its processes, each process's own total, then over processes."""
 
 import pytest
+from records import unmeasured_record
 
 from mptbench.core.contract import ArmResult
 from mptbench.jobs.fullrun import figures
 
 
 def _record(epochs=1, validate=False, examples=3200, validation=320):
-    return {"batch_size": 32, "train_examples": examples, "validation_examples": validation,
-            "config": {"train": {"epochs": epochs, "validate": validate}}}
+    return unmeasured_record(batch_size=32, train_examples=examples,
+                             validation_examples=validation,
+                             config={"train": {"epochs": epochs, "validate": validate}})
 
 
 def _arm(step, first=None, batches=(), repeat=0):

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from records import record
 
 from mptbench.core.record import REPORT_METRICS
 from mptbench.report.aggregate import cell_results
@@ -47,7 +48,6 @@ CELLS = [
     ("gpu0", "float32", 128, "ok", 60.0, None),
     ("gpu0", "mixed_float16", 128, "ok", 59.0, None),
 ]
-DTYPE = {"float32": "float32", "mixed_float16": "float16"}
 
 
 def steps_around(ms: float) -> list[float]:
@@ -70,50 +70,36 @@ def repeats(device: str, policy: str, batch_size: int, ms: float) -> list[dict]:
     return out
 
 
-def make_record(device, policy, batch_size, outcome, ms_per_step, reason) -> dict:
-    record = {
-        "experiment": EXPERIMENT,
-        "model": "seed_convnet",
-        "dataset": "imagenette_smoke",
-        "image_size": 64,
-        "variant": "pypi",
-        "device": device,
-        "policy": policy,
-        "batch_size": batch_size,
-        "outcome": outcome,
-        "reason": reason,
-        "warmup_steps": 2,
-        "mlflow_run_id": f"run-{device}-{policy}-{batch_size}",
-        "mlflow_experiment_id": "1",
-        "fingerprint": {
-            "host": "node07",
-            "device": device,
-            "cpu": CPU,
-            "gpu": GPU if device != "cpu" else None,
-            "tensorflow": "2.21.0",
-            "keras": "3.15.1",
-        },
+# What these records leave out: the machine (records from before machines were an axis), a
+# fits search, the probe's prediction of a cell that ran.
+UNSAID = {"machine": None, "peak_memory_mb": None, "peak_memory_source": None,
+          "fits_at_batch": None, "largest_fit_batch": None, "predicted_step_s": None}
+
+
+def make_record(device, policy, batch_size, outcome, ms_per_step, reason, **more) -> dict:
+    """One of CELLS' records; `more` replaces its fields (a fingerprint is merged)."""
+    cell = {
+        "experiment": EXPERIMENT, "dataset": "imagenette_smoke", "image_size": 64,
+        "device": device, "policy": policy, "batch_size": batch_size, "outcome": outcome,
+        "reason": reason, "warmup_steps": 2, "mlflow_run_id": f"run-{device}-{policy}-{batch_size}",
+        "fingerprint": {"host": "node07", "device": device, "cpu": CPU,
+                        "gpu": GPU if device != "cpu" else None, "tensorflow": "2.21.0",
+                        "keras": "3.15.1"},
     }
-    record |= {"compute_dtype": DTYPE[policy], "baseline": policy == "float32"}
     if outcome == "ok":
         steps = steps_around(ms_per_step)
-        record.update(
-            model="seed_convnet",
-            ms_per_step=ms_per_step,
-            ms_per_step_median=0.99 * ms_per_step,
-            ms_per_step_ci_low=0.97 * ms_per_step,
-            ms_per_step_ci_high=1.03 * ms_per_step,
-            ms_per_step_p10=0.9 * ms_per_step,
-            ms_per_step_p90=1.1 * ms_per_step,
-            timed_steps=3 * len(steps),
-            timed_samples=3 * len(steps),
-            images_per_sec=1000 * batch_size / ms_per_step,
-            final_val_accuracy=0.5 if policy == "float32" else 0.49,
-            repeats=repeats(device, policy, batch_size, ms_per_step),
-        )
+        cell |= {
+            "ms_per_step": ms_per_step, "ms_per_step_median": 0.99 * ms_per_step,
+            "ms_per_step_ci_low": 0.97 * ms_per_step, "ms_per_step_ci_high": 1.03 * ms_per_step,
+            "ms_per_step_p10": 0.9 * ms_per_step, "ms_per_step_p90": 1.1 * ms_per_step,
+            "timed_steps": 3 * len(steps), "timed_samples": 3 * len(steps),
+            "final_val_accuracy": 0.5 if policy == "float32" else 0.49,
+            "repeats": repeats(device, policy, batch_size, ms_per_step),
+        }
     if outcome == "over_budget":
-        record["predicted_step_s"] = 12.0
-    return record
+        cell["predicted_step_s"] = 12.0
+    cell["fingerprint"] |= more.pop("fingerprint", {})
+    return record(**UNSAID | cell | more)
 
 
 def write_runs(root: Path, cells=CELLS) -> Path:
@@ -158,6 +144,7 @@ def section(html: str, heading: str) -> str:
     return html.split(heading, 1)[1].split("<h2>", 1)[0]
 
 
+@pytest.mark.slow  # runs the report's CLI in a process
 def test_summary_has_one_row_per_record_with_speedups(built):
     with open(built / "summary.csv") as f:
         rows = list(csv.DictReader(f))
@@ -189,6 +176,7 @@ def test_summary_has_one_row_per_record_with_speedups(built):
     assert keys == sorted(keys)
 
 
+@pytest.mark.slow  # runs the report's CLI in a process
 def test_html_has_a_table_per_device_with_outcomes(built):
     html = (built / "index.html").read_text()
     assert EXPERIMENT in html and "seed_convnet" in html and "2.21.0" in html and "node07" in html
@@ -205,6 +193,7 @@ def test_html_has_a_table_per_device_with_outcomes(built):
     assert "<shape>" not in html
 
 
+@pytest.mark.slow  # runs the report's CLI in a process
 def test_diagnosis_cites_measured_speedups(built):
     html = (built / "index.html").read_text()
     cpu = section(html, "<h2>seed_convnet · tensorflow · pypi · cpu").split("<h3>Diagnosis</h3>")[1]
@@ -221,6 +210,7 @@ def test_diagnosis_cites_measured_speedups(built):
     assert "mixed_float16 fit batch 64, where float32 ran out of memory" in gpu
 
 
+@pytest.mark.slow  # runs the report's CLI in a process
 def test_html_shows_published_numbers_and_plots(built):
     html = (built / "index.html").read_text()
     published = html.split('<h2 id="published">Published (2020)</h2>', 1)[1]
@@ -241,6 +231,7 @@ def test_html_shows_published_numbers_and_plots(built):
     assert not list(built.glob(".*.tmp"))
 
 
+@pytest.mark.slow  # runs the report's CLI in a process
 def test_runs_table_lists_every_record(built):
     runs = (built / "index.html").read_text().split('<h2 id="runs">Runs</h2>', 1)[1]
     for device, policy, batch_size, *_ in CELLS:
@@ -291,6 +282,7 @@ def test_each_cells_mlflow_run_gets_back_what_the_report_derived_of_it(tmp_path)
     assert results["run-gpu0-float32-64"] == ({}, {})  # out of memory: nothing derived
 
 
+@pytest.mark.slow  # runs the report's CLI in a process
 def test_no_records_is_a_one_line_error(tmp_path):
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -302,6 +294,7 @@ def test_no_records_is_a_one_line_error(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow  # runs the report's CLI in a process
 def test_corrupt_record_is_named_and_leaves_the_old_report(tmp_path):
     runs = write_runs(tmp_path)
     out = tmp_path / "report"
@@ -316,6 +309,7 @@ def test_corrupt_record_is_named_and_leaves_the_old_report(tmp_path):
     assert (out / "summary.csv").read_bytes() == before
 
 
+@pytest.mark.slow  # runs the report's CLI in a process
 def test_record_values_are_escaped_in_the_html(tmp_path):
     """A host name or a reason is data, never markup: nothing from a record runs in the page."""
     runs = write_runs(tmp_path, CELLS[:5])

@@ -87,7 +87,7 @@ def test_an_interval_on_one_degree_of_freedom_says_too_few_processes_to_tell():
 
 
 def test_the_cells_left_out_and_a_slowed_host_are_said_in_sentences_of_their_own():
-    found = _answer(grid(b256={"fits_at_batch": False, "memory_limit_mb": 4096}))
+    found = _answer(grid(b256={"fits_at_batch": False, "fits_search_mb": 4096}))
     assert found.details[-1] == (
         "Faster but left out: mixed_bfloat16 at batch 256 (does not fit under the 4096 MB "
         "limit)."

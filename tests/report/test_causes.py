@@ -2,20 +2,19 @@
 
 import pandas as pd
 import pytest
+from records import summary_row
 
-from mptbench.core.record import COLUMNS
 from mptbench.report.causes import why
-
-DTYPES = {"float32": "float32", "mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 
 
 def _rows(**columns):
+    """Summary rows of float32 at batch 32, a list giving each row its own value."""
     n = max(len(v) for v in columns.values() if isinstance(v, list))
-    base = {"outcome": "ok", "policy": "float32", "batch_size": 32}
-    data = {k: v if isinstance(v, list) else [v] * n for k, v in {**base, **columns}.items()}
-    data["compute_dtype"] = [DTYPES[p] for p in data["policy"]]
-    frame = pd.DataFrame(data)
-    return frame.reindex(columns=list(dict.fromkeys([*COLUMNS, *frame.columns])))
+    columns = {"batch_size": 32} | columns
+    return pd.DataFrame([
+        summary_row(**{k: v[i] if isinstance(v, list) else v for k, v in columns.items()})
+        for i in range(n)
+    ])
 
 
 def test_slow_kernels_input_bound_per_policy_and_mfu_cite_their_columns():
@@ -96,7 +95,7 @@ def test_input_bound_needs_an_interval_on_either_side_of_its_threshold(value, lo
 @pytest.mark.parametrize(("most", "said"), [(1.06, "not input-bound"), (1.30, "unclear")])
 def test_without_a_twin_the_input_pipelines_own_cost_bounds_the_ratio(most, said):
     rows = _rows(policy=["float32"], input_bound_ratio_most=[most], input_ms_per_batch=[40.0],
-                 input_cpu_ms_per_batch=[47.5])
+                 input_cpu_ms_per_batch=[47.5], synthetic_ms_per_step=None, input_bound_ratio=None)
     text = " ".join(why(rows))
     assert (
         f"float32: {said} at batch 32 (at most {most:.2f}x its compute: the input pipeline "
@@ -107,7 +106,7 @@ def test_without_a_twin_the_input_pipelines_own_cost_bounds_the_ratio(most, said
 
 def test_the_mfu_sentence_takes_its_three_figures_from_one_cell():
     rows = _rows(policy=["float32"] * 3, batch_size=[8, 16, 32], mfu=[0.2, 0.6, 0.4],
-                 achieved_tflops=[1.0, 3.0, 2.0], peak_tflops=[5.0, 5.0, 5.0])
+                 achieved_tflops=[1.0, 3.0, 2.0], peak_tflops=[5.0, 5.0, 5.0], mfu_compute=None)
     text = " ".join(why(rows))
     assert (
         "float32 reached 40.0% of its calibrated peak end to end at batch 32 (mfu: 2 TFLOP/s"

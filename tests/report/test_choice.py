@@ -70,7 +70,7 @@ def test_a_host_widening_widens_the_choices_interval_as_the_cells_own():
 
 
 def test_the_fastest_cell_that_does_not_fit_is_left_out_with_why():
-    found = _choose(grid(b256={"fits_at_batch": False, "memory_limit_mb": 4096}))
+    found = _choose(grid(b256={"fits_at_batch": False, "fits_search_mb": 4096}))
     assert found.chosen["batch_size"] == 32  # the fastest that fits: 800 images/s
     [(row, why)] = found.left_out
     assert row["batch_size"] == 256 and why == "does not fit under the 4096 MB limit"

@@ -2,20 +2,19 @@
 
 import pandas as pd
 import pytest
+from records import summary_row
 
-from mptbench.core.record import COLUMNS
 from mptbench.report.diagnosis import stolen_sentence
 from mptbench.report.thresholds import STOLEN_NOTABLE
 
 
 def _cells(stolen: list[float | None]) -> pd.DataFrame:
-    frame = pd.DataFrame({
-        "policy": ["float32", "mixed_bfloat16", "float32", "mixed_bfloat16"][: len(stolen)],
-        "batch_size": [32, 32, 64, 64][: len(stolen)],
-        "outcome": "ok",
-        "cpu_stolen_pct_most": stolen,
-    })
-    return frame.reindex(columns=list(dict.fromkeys([*COLUMNS, *frame.columns])))
+    """float32 and mixed_bfloat16 at batch 32, then at 64: as many as `stolen` has figures."""
+    cells = [("float32", 32), ("mixed_bfloat16", 32), ("float32", 64), ("mixed_bfloat16", 64)]
+    return pd.DataFrame([
+        summary_row(policy=policy, batch_size=batch, cpu_stolen_pct_most=most)
+        for (policy, batch), most in zip(cells, stolen, strict=False)
+    ])
 
 
 def test_cells_whose_processes_lost_cpu_to_the_hypervisor_are_named_with_the_most_lost():

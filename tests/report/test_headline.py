@@ -4,6 +4,7 @@ freedom, so it is never narrower than the cell's own 95% interval."""
 import math
 
 import pytest
+from records import record
 
 from mptbench.core import stats
 from mptbench.report.headline import best, headline_lines, lines, metrics_and_tags
@@ -14,8 +15,8 @@ STEIN_LOGS = [0.0165, 0.04, 0.0635, 0.04, 0.04]
 
 
 def _cell(policy: str, logs: list[float], planned: int | None = None, baseline=False) -> dict:
-    """A record timed in one process per log speedup, 4 steps in 4 rounds each; `planned`:
-    train.repeats (the first stage under Stein's procedure)."""
+    """A record timed in one process per log speedup, 4 steps in 4 rounds each, without a
+    whole run's time; `planned`: train.repeats (the first stage under Stein's procedure)."""
     repeats = [
         {
             "repeat": i + 1,
@@ -26,22 +27,11 @@ def _cell(policy: str, logs: list[float], planned: int | None = None, baseline=F
         }
         for i, x in enumerate(logs)
     ]
-    record = {
-        "device": "cpu",
-        "variant": "pypi",
-        "model": "m",
-        "backend": "tensorflow",
-        "policy": policy,
-        "batch_size": 8,
-        "outcome": "ok",
-        "ms_per_step": 100.0,
-        "compute_dtype": "float32" if baseline else "bfloat16",
-        "baseline": baseline,
-        "repeats": repeats,
-    }
-    if planned:
-        record["config"] = {"train": {"repeats": planned}}
-    return record
+    return record(
+        machine="local", model="m", policy=policy, compute_dtype="float32" if baseline
+        else "bfloat16", baseline=baseline, repeats=repeats, fullrun_s=None,
+        **({"config": {"train": {"repeats": planned}}} if planned else {}),
+    )
 
 
 def _summary(logs: list[float], others: int, planned: int | None = None):

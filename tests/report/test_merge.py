@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from records import record as run_record
 from report.test_aggregate import CELLS, EXPERIMENT, make_record
 
 from mptbench.report.aggregate import write_report
@@ -21,11 +22,10 @@ def _results(root: Path, machine: str, host: str, started: str, version: str = "
     folder = root / "results" / EXPERIMENT
     for cell in CPU_CELLS:
         device, policy, batch_size = cell[:3]
-        record = make_record(*cell) | {
-            "machine": machine, "started_at": started, "mptbench": version,
-            "hardware": {"id": machine, "name": machine, "host": host},
-        }
-        record["fingerprint"] = record["fingerprint"] | {"host": host}
+        record = make_record(
+            *cell, machine=machine, started_at=started, mptbench=version,
+            hardware={"id": machine, "name": machine, "host": host}, fingerprint={"host": host},
+        )
         path = folder / "runs" / machine / "seed_convnet/tensorflow/pypi" / device / policy
         path.mkdir(parents=True, exist_ok=True)
         (path / f"bs{batch_size}.json").write_text(json.dumps(record))
@@ -93,8 +93,8 @@ def test_a_folder_that_is_not_results_is_one_line(tmp_path):
 
 
 def test_own_records_come_first_and_others_fill_in():
-    own = [{"machine": "a", "model": "m", "backend": "t", "variant": "v", "device": "cpu",
-            "policy": "p", "batch_size": 8, "started_at": "1"}]
+    own = [run_record(machine="a", model="m", backend="t", variant="v", device="cpu",
+                      policy="p", batch_size=8, started_at="1")]
     other = [own[0] | {"_source": "elsewhere"}, own[0] | {"machine": "b", "_source": "x"}]
     assert [r["machine"] for r in merged(own, other)] == ["a", "b"]
     assert all("_source" not in r for r in merged(own, other))
@@ -116,12 +116,12 @@ def test_an_mlflow_stores_cell_runs_join_the_report_the_latest_per_cell(tmp_path
     client.set_terminated(
         client.create_run(experiment, tags={SWEEP_TAG: EXPERIMENT}).info.run_id
     )
-    cell = make_record(*CPU_CELLS[0]) | {"machine": "laptop"}
+    cell = make_record(*CPU_CELLS[0], machine="laptop")
     for started, ms in (("2026-12-01T10:00:00", 500.0), ("2026-12-02T10:00:00", 400.0)):
         run = client.create_run(experiment).info.run_id
         client.log_dict(run, cell | {"started_at": started, "ms_per_step": ms}, RECORD_ARTIFACT)
         client.set_terminated(run)
-    other = make_record(*CPU_CELLS[1]) | {"machine": "cluster"}
+    other = make_record(*CPU_CELLS[1], machine="cluster")
     run = client.create_run(experiment).info.run_id
     client.log_dict(run, other, RECORD_ARTIFACT)
     client.set_terminated(run)

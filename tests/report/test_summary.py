@@ -3,6 +3,8 @@
 import numpy as np
 import pandas as pd
 import pytest
+from records import record as make_record
+from records import unmeasured_record
 
 from mptbench.core import stats
 from mptbench.core.contract import ArmResult
@@ -49,12 +51,11 @@ def _record(policy, batch_size, processes, twins=None, dtype="float32", baseline
             "synthetic_rounds": list(range(len(twin))),
         })
     medians = [sorted(s)[len(s) // 2] for s in processes.values()]
-    return {
-        "device": "cpu", "variant": "pypi", "model": "m", "backend": "tensorflow",
-        "policy": policy, "batch_size": batch_size, "outcome": "ok",
-        "ms_per_step": sorted(medians)[len(medians) // 2], "compute_dtype": dtype,
-        "baseline": dtype == "float32" if baseline is None else baseline, "repeats": repeats,
-    }
+    return make_record(
+        model="m", policy=policy, batch_size=batch_size,
+        ms_per_step=sorted(medians)[len(medians) // 2], compute_dtype=dtype,
+        baseline=dtype == "float32" if baseline is None else baseline, repeats=repeats,
+    )
 
 
 # Three processes, each slower or faster as a whole (what a process does to every policy in it).
@@ -183,18 +184,10 @@ def _combined(policy: str, dtype: str, scale: float, compute: float, slow: float
         )
         for i, level in enumerate(levels)
     ]
-    record = {
-        "device": "cpu",
-        "variant": "pypi",
-        "model": "m",
-        "backend": "tensorflow",
-        "policy": policy,
-        "batch_size": 8,
-        "compute_dtype": dtype,
-        "train_examples": 800,
-        "validation_examples": 200,
-        "config": {"train": {"repeats": 3, "epochs": 1}},
-    }
+    record = unmeasured_record(
+        model="m", policy=policy, batch_size=8, compute_dtype=dtype, train_examples=800,
+        validation_examples=200, config={"train": {"repeats": 3, "epochs": 1}},
+    )
     combine(record, repeats, batch_size=8, fastest_host_ms=9.5)
     return record
 

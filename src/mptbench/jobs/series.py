@@ -66,8 +66,9 @@ def _log(mlrun, record: dict) -> None:
         if Path(record["breakdown"]["dir"]).is_dir():
             mlrun.log_artifacts(record["breakdown"]["dir"], "profile")
     metrics = {k: v for k, v in metrics.items() if isinstance(v, int | float) and math.isfinite(v)}
-    # Each tag the record holds ("" where it says None: MLflow keeps strings).
-    tags = {k: record[k] or "" for k in fields.TAGS if k in record}
+    # Each tag, read by its path as a metric is (isa_cap is under config, kernel_isa under the
+    # fingerprint); "" where the record says None: MLflow keeps strings.
+    tags = {k: fields.BY_NAME[k].read(record) or "" for k in fields.TAGS}
     mlrun.finish(metrics, tags, record)
 
 

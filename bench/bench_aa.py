@@ -23,17 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, checkout, over, shown  # noqa: E402
+from common import ROOT, WORK, checkout, holds, machine, over, shown, snakemake, summary
 
-WORK = ROOT / "bench" / ".work" / "aa"
+HERE = WORK / "aa"
 COPY = "{compute_dtype:float32,variable_dtype:float32,loss_scaling:none,baseline:false}"
 
 
@@ -50,24 +47,16 @@ def run(folder: Path, name: str, args) -> list[dict]:
         # data's (the input repeats), so the timing rules, not the data, end each turn.
         "train.steps_per_epoch=110",
     ]
-    config = "overrides=[" + ",".join(f'"{o}"' for o in overrides) + "]"
-    exe = Path(sys.executable).with_name("snakemake")
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     started = time.monotonic()
     # --report-only: the last run's records again, only the report rule rerun (after a change
     # to how an interval is read from the steps; the steps themselves are not timed again).
     again = ["--forcerun", "aggregate", "--allowed-rules", "aggregate"] if args.report_only else []
-    done = subprocess.run(
-        [str(exe), "--cores", "2", *again, "--config", "experiment=benchmark", config],
-        cwd=folder, env=env, capture_output=True, text=True,
-    )
+    done = snakemake(folder, overrides, extra=again)
     if done.returncode != 0:
         raise SystemExit(f"{name} failed:\n{(done.stdout + done.stderr)[-4000:]}")
-    import pandas as pd
-
-    summary = pd.read_csv(folder / "results" / name / "report" / "summary.csv")
-    rows = summary[summary["policy"] == "float32_copy"].to_dict("records")
-    base = summary[summary["policy"] == "float32"].set_index("batch_size")["ms_per_step"]
+    found = summary(folder, name)
+    rows = found[found["policy"] == "float32_copy"].to_dict("records")
+    base = found[found["policy"] == "float32"].set_index("batch_size")["ms_per_step"]
     for row in rows:
         row["experiment"], row["float32_ms"] = name, base[row["batch_size"]]
         row["source"] = str(folder)
@@ -105,9 +94,8 @@ def _report(rows: list[dict], source: str) -> list[str]:
     lines.append(f"cells that said their budget ran out before ±3%: {len(notes)}")
     mean = over([r["speedup_vs_baseline"] for r in rows])
     below = sum(r["speedup_vs_baseline"] < 1 for r in rows)
-    held = mean is not None and mean.low is not None and mean.low <= 1 <= mean.high
     lines.append(f"mean A/A ratio over the {len(rows)} comparisons {shown(mean)}: "
-                 f"{'holds' if held else 'does NOT hold'} 1; {below} below 1, "
+                 f"{'holds' if holds(mean, 1) else 'does NOT hold'} 1; {below} below 1, "
                  f"{len(rows) - below} at or above")
     return lines
 
@@ -122,11 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, nargs="+", default=[ROOT],
                         help="the checkouts whose experiments alternate")
     args = parser.parse_args(argv)
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), "unknown CPU")
-    print(f"A/A on {cpu}, {os.cpu_count()} cores: {args.experiments} experiments x "
+    print(f"A/A on {machine()}: {args.experiments} experiments x "
           f"{len(args.batch_sizes)} batch sizes at {args.image_size} px", flush=True)
-    folders = [WORK / (f"checkout-{i + 1}" if len(args.source) > 1 else "checkout")
+    folders = [HERE / (f"checkout-{i + 1}" if len(args.source) > 1 else "checkout")
                for i in range(len(args.source))]
     for source, folder in zip(args.source, folders, strict=True):
         checkout(source.resolve(), folder)
@@ -138,9 +124,9 @@ def main(argv: list[str] | None = None) -> int:
             rows += run(folder, f"aa{k + 1}", args)
     lines = report(rows) + [f"{time.monotonic() - started:.0f} s in all"]
     print("\n".join(lines))
-    WORK.mkdir(parents=True, exist_ok=True)
-    (WORK / "bench_aa_last_run.txt").write_text("\n".join(lines) + "\n")
-    (WORK / "bench_aa_last_run.json").write_text(json.dumps(rows, indent=1, default=str))
+    HERE.mkdir(parents=True, exist_ok=True)
+    (HERE / "bench_aa_last_run.txt").write_text("\n".join(lines) + "\n")
+    (HERE / "bench_aa_last_run.json").write_text(json.dumps(rows, indent=1, default=str))
     return 0
 
 

@@ -49,7 +49,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 import subprocess
 import sys
@@ -57,11 +56,27 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "bench"))
+from common import (
+    WORK,
+    Steal,
+    append_jsonl,
+    compose_runs,
+    fixture,
+    holds,
+    job_env,
+    job_input,
+    job_model,
+    load_run,
+    machine,
+    read_jsonl,
+    run_files,
+    shown,
+)
 
-WORK = ROOT / "bench" / ".work" / "alone"
+from mptbench.core import stats
+from mptbench.core.files import read_json
+
+HERE = WORK / "alone"
 # model:image size[:policy,policy...]; the seed convnet at two sizes (at 64 px with
 # mixed_float16 too, its CPU step there under the budget: a group of three, as the grid runs),
 # one keras.applications model.
@@ -73,6 +88,7 @@ CELLS = [
 BASELINE = "float32"
 POLICIES = ("float32", "mixed_bfloat16")
 GOAL = 0.03
+VAL_PER_CLASS = 2  # validation is off in both kinds of process; the builder still wants the split
 
 
 @dataclass(frozen=True)
@@ -118,7 +134,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--report-only", action="store_true", help="the kept processes again")
     parser.add_argument("--from-cycle", type=int, default=0,
                         help="leave out the first N cycles (a known disturbance then)")
-    parser.add_argument("--work", type=Path, default=WORK)
+    parser.add_argument("--work", type=Path, default=HERE)
     parser.add_argument("--train-per-class", type=int, default=60)
     # Internal: the pieces that run in fresh processes.
     parser.add_argument("--child-alone", nargs=3, help=argparse.SUPPRESS)
@@ -128,26 +144,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 # ---------------------------------------------------------------- the runs, as the job gets them
 
 
-def compose_runs(cell: Cell, policies: list[str]):
+def group_runs(cell: Cell):
     """The group's runs through Hydra, as the workflow composes them: the default timing, the
     twin and the profile off (they come after the timed steps and change no step)."""
-    from mptbench.plan import Cell as GridCell
-    from mptbench.plan import compose_config, run_config
-
-    overrides = [
-        "name=bench_alone", f"dataset.image_size={cell.image_size}",
-        f"model=[{cell.model}]", f"policy=[{','.join(policies)}]",
+    return compose_runs(cell.model, cell.image_size, list(cell.policies), cell.batch_size, [
         "train.synthetic_twin=false", "train.profile_steps=0", "train.validate=false",
         # The fixture's epoch is a few steps: one as long as the timing rules need (the input
         # repeats), so the budget, not the data, ends each process.
         "train.steps_per_epoch=2000",
-    ]
-    cfg = compose_config(ROOT / "conf", "benchmark", overrides)
-    return [
-        run_config(cfg, GridCell("local", cell.model, "tensorflow", "pypi", "cpu", p,
-                                 cell.batch_size))
-        for p in policies
-    ]
+    ], name="bench_alone")
 
 
 def child_alone(run_json: str, prepared_json: str, out: str) -> None:
@@ -156,22 +161,12 @@ def child_alone(run_json: str, prepared_json: str, out: str) -> None:
     import keras
     import tensorflow as tf
 
-    from mptbench.core.contract import Run, decode
-    from mptbench.engine.models import build_model, jit_setting
-    from mptbench.engine.pipeline import input_pipeline
     from mptbench.engine.repeat import step_clock
     from mptbench.engine.timing import make_step_timer
 
-    run = decode(Run, json.loads(Path(run_json).read_text()))
-    prepared = json.loads(Path(prepared_json).read_text())
-    size, classes = prepared["image_size"], len(prepared["classes"])
-    keras.utils.set_random_seed(run.seed)
-    model = build_model(run.model, (size, size, 3), classes, run.policy,
-                        jit_setting(run.variant.jit_compile), run.block_steps)
-    data = input_pipeline(
-        tf, prepared, "train", run.cell.batch_size, run.dataset.input, run.seed, training=True,
-        one_hot_classes=classes if run.model.one_hot_labels else 0,
-    )
+    run, prepared = load_run(run_json), read_json(prepared_json)
+    model = job_model(keras, run, prepared)
+    data = job_input(tf, run, prepared)
     clock = step_clock(run)
     model.fit(data, epochs=1, steps_per_epoch=run.train.steps_per_epoch,
               callbacks=[make_step_timer(clock)], verbose=0, shuffle=False)
@@ -212,20 +207,6 @@ def alone_process(run_json: Path, prepared: Path, env: dict, log: Path) -> dict:
 # ---------------------------------------------------------------- the figures
 
 
-def _welch(a: list[float], b: list[float]):
-    """exp(mean log a - mean log b) with its Welch t interval (None below two each)."""
-    from mptbench.core import stats
-
-    return stats.unpaired_log_ratios(a, b)
-
-
-def _ratio_of(first, second):
-    """first / second for two independent estimates (core/stats.py)."""
-    from mptbench.core import stats
-
-    return stats.ratio_of(first, second)
-
-
 def _steps(rows: list[dict], kind: str, policy: str, how) -> list[float]:
     return [how(r["step_s"]) for r in rows if r["kind"] == kind and r["policy"] == policy]
 
@@ -244,8 +225,6 @@ def _by_cycle(rows: list[dict], kind: str, policy: str) -> dict[int, float]:
 def _group_log_speedups(rows: list[dict], policy: str) -> dict[int, float]:
     """Per cycle, the group process's own paired log speedup of `policy` over the baseline
     (round by round, core/stats.py), as the pipeline computes it for one process."""
-    from mptbench.core import stats
-
     arms = {(r["cycle"], r["policy"]): r for r in rows if r["kind"] == "group"}
     out = {}
     for (cycle, name), row in arms.items():
@@ -268,8 +247,6 @@ def _differences(first: dict[int, float], second: dict[int, float]) -> dict[int,
 
 def _paired(logs: dict[int, float]):
     """exp(mean over cycles) of per-cycle log figures, with a t interval over the cycles."""
-    from mptbench.core import stats
-
     return stats.of_logs(list(logs.values())) if logs else None
 
 
@@ -283,9 +260,9 @@ def figures(rows: list[dict], cell: Cell) -> dict:
         out[policy] = {
             "group_ms": 1000 * statistics.geometric_mean(group) if group else math.nan,
             "alone_ms": 1000 * statistics.geometric_mean(alone) if alone else math.nan,
-            "mean": _welch(group, alone) if group and alone else None,
-            "median": _welch(_steps(rows, "group", policy, statistics.median),
-                             _steps(rows, "alone", policy, statistics.median))
+            "mean": stats.unpaired_log_ratios(group, alone) if group and alone else None,
+            "median": stats.unpaired_log_ratios(_steps(rows, "group", policy, statistics.median),
+                                                _steps(rows, "alone", policy, statistics.median))
             if group and alone else None,
             "mean_by_cycle": _paired(_differences(_by_cycle(rows, "group", policy),
                                                   _by_cycle(rows, "alone", policy))),
@@ -293,11 +270,9 @@ def figures(rows: list[dict], cell: Cell) -> dict:
     base_alone = _steps(rows, "alone", BASELINE, statistics.fmean)
     base_by_cycle = _by_cycle(rows, "alone", BASELINE)
     for policy in cell.others:
-        from mptbench.core import stats
-
         mine = _steps(rows, "alone", policy, statistics.fmean)
         group = stats.paired_speedup(_timed(rows, BASELINE), _timed(rows, policy))
-        alone = _welch(base_alone, mine) if base_alone and mine else None
+        alone = stats.unpaired_log_ratios(base_alone, mine) if base_alone and mine else None
         alone_logs = _differences(base_by_cycle, _by_cycle(rows, "alone", policy))
         ratio_logs = _differences(_group_log_speedups(rows, policy), alone_logs)
         per_cycle = {c: math.exp(v) for c, v in ratio_logs.items()}
@@ -307,7 +282,7 @@ def figures(rows: list[dict], cell: Cell) -> dict:
                         "ratio_per_cycle": per_cycle,
                         "ratio_halves": _halves(per_cycle)}
         if group is not None and alone is not None:
-            out[policy]["ratio"] = _ratio_of(group, alone)
+            out[policy]["ratio"] = stats.ratio_of(group, alone)
     return out
 
 
@@ -319,23 +294,15 @@ def _halves(per_cycle: dict[int, float]):
     half = len(ordered) // 2
     if half < 2:
         return None
-    return _welch(ordered[:half], ordered[-half:])
-
-
-def _interval(e) -> str:
-    if e is None:
-        return "-"
-    if e.low is None:
-        return f"{e.value:.3f} (no interval)"
-    return f"{e.value:.3f} ({e.low:.3f}-{e.high:.3f})"
+    return stats.unpaired_log_ratios(ordered[:half], ordered[-half:])
 
 
 def _within(e, goal: float) -> str:
     if e is None or e.low is None:
         return "no interval"
-    holds = "holds 1" if e.low <= 1 <= e.high else "does not hold 1"
     inside = e.low >= 1 - goal and e.high <= 1 + goal
-    return f"{holds}, {'within' if inside else 'not within'} {1 - goal:.2f}-{1 + goal:.2f}"
+    return (f"{'holds 1' if holds(e, 1) else 'does not hold 1'}, "
+            f"{'within' if inside else 'not within'} {1 - goal:.2f}-{1 + goal:.2f}")
 
 
 def report_lines(cell: Cell, rows: list[dict]) -> list[str]:
@@ -347,21 +314,21 @@ def report_lines(cell: Cell, rows: list[dict]) -> list[str]:
         p = f[policy]
         lines.append(
             f"  {policy:<15} ms/step group {p['group_ms']:8.1f}, alone {p['alone_ms']:8.1f}; "
-            f"group/alone: mean {_interval(p['mean'])}, median {_interval(p['median'])}, "
-            f"mean by cycle {_interval(p['mean_by_cycle'])}"
+            f"group/alone: mean {shown(p['mean'])}, median {shown(p['median'])}, "
+            f"mean by cycle {shown(p['mean_by_cycle'])}"
         )
     for policy in cell.others:
         p = f[policy]
         alone = p["alone_speedup"]
-        lines.append(f"  {policy} speedup: group {_interval(p['group_speedup'])}, alone "
-                     f"{_interval(alone)}{_width(alone)}")
-        lines.append(f"  {policy} alone speedup by cycle {_interval(p['alone_by_cycle'])}"
+        lines.append(f"  {policy} speedup: group {shown(p['group_speedup'])}, alone "
+                     f"{shown(alone)}{_width(alone)}")
+        lines.append(f"  {policy} alone speedup by cycle {shown(p['alone_by_cycle'])}"
                      f"{_width(p['alone_by_cycle'])}")
         if "ratio" in p:
-            lines.append(f"  {policy} group speedup / alone speedup {_interval(p['ratio'])}: "
+            lines.append(f"  {policy} group speedup / alone speedup {shown(p['ratio'])}: "
                          f"{_within(p['ratio'], GOAL)}")
         lines.append(f"  {policy} group speedup / alone speedup by cycle "
-                     f"{_interval(p['ratio_by_cycle'])}{_width(p['ratio_by_cycle'])}: "
+                     f"{shown(p['ratio_by_cycle'])}{_width(p['ratio_by_cycle'])}: "
                      f"{_within(p['ratio_by_cycle'], GOAL)}")
         per_cycle = p["ratio_per_cycle"]
         lines.append(f"  {policy} group speedup / alone speedup, cycle by cycle: "
@@ -370,7 +337,7 @@ def report_lines(cell: Cell, rows: list[dict]) -> list[str]:
         if halves is not None and halves.low is not None:
             moved = "moved" if not halves.low <= 1 <= halves.high else "did not move measurably"
             lines.append(f"  {policy} that ratio's first half of the cycles over its last half "
-                         f"{_interval(halves)}: it {moved} during the run")
+                         f"{shown(halves)}: it {moved} during the run")
     return lines
 
 
@@ -398,31 +365,18 @@ def cell_files(cell: Cell, work: Path, train_per_class: int, folder: Path):
     """The cell's runs as the workflow composes them, the environment the supervisor gives its
     trainer, the prepared fixture (built once under `work`), and each run's JSON in `folder`
     by policy: what a fresh process needs to train the cell."""
-    from bench_overhead import job_env, setup
-
-    from mptbench.core.contract import encode
-
-    runs = compose_runs(cell, list(cell.policies))
-    env = job_env(runs[0])
-    ns = argparse.Namespace(work=work, image_size=cell.image_size,
-                            train_per_class=train_per_class)
-    prepared, _ = setup(ns, env)
-    folder.mkdir(parents=True, exist_ok=True)
-    run_files = {}
-    for run in runs:
-        run_files[run.policy.name] = folder / f"run-{run.policy.name}.json"
-        run_files[run.policy.name].write_text(json.dumps(encode(run)))
-    return runs, env, prepared, run_files
+    runs = group_runs(cell)
+    prepared = fixture(work, cell.image_size, train_per_class, VAL_PER_CLASS)
+    return runs, job_env(runs[0]), prepared, run_files(runs, folder)
 
 
 def measure(cell: Cell, args, log) -> list[dict]:
-    from mptbench.core import hardware
     from mptbench.jobs.trainer import Trainer
 
     folder = args.work.resolve() / cell.tag
-    runs, env, prepared, run_files = cell_files(cell, args.work, args.train_per_class, folder)
+    runs, env, prepared, files = cell_files(cell, args.work, args.train_per_class, folder)
     kept = args.work.resolve() / f"{cell.tag}.jsonl"
-    rows = _kept(kept)
+    rows = read_jsonl(kept)
     trainer = Trainer(sys.executable, runs, [str(folder / f"{p}.record") for p in cell.policies])
     started = time.monotonic()
     cycle = len(_steps(rows, "group", BASELINE, len))
@@ -437,17 +391,16 @@ def measure(cell: Cell, args, log) -> list[dict]:
         order = ["group", *cell.policies]
         got_cycle = []
         for what in order if cycle % 2 == 0 else order[::-1]:
-            ticks = hardware.cpu_ticks()
+            steal = Steal()
             if what == "group":
                 got = group_process(trainer, prepared, runs, cycle % runs[0].train.repeats)
             else:
-                got = [alone_process(run_files[what], prepared, env,
+                got = [alone_process(files[what], prepared, env,
                                      folder / f"alone-{what}-{cycle}.log")]
-            stolen = hardware.stolen_percent(ticks, hardware.cpu_ticks())
+            stolen = steal.percent()
             got = [row | {"cycle": cycle, "stolen_pct": stolen} for row in got]
-            with open(kept, "a") as sink:
-                for row in got:
-                    sink.write(json.dumps(row) + "\n")
+            for row in got:
+                append_jsonl(kept, row)
             rows.extend(got)
             got_cycle.extend(got)
         cycle += 1
@@ -476,22 +429,16 @@ def quiet_cycles(rows: list[dict], max_steal: float) -> tuple[list[dict], dict[i
     return [r for r in rows if r["cycle"] not in out], out
 
 
-def _kept(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child_alone:
         child_alone(*args.child_alone)
         return 0
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), "unknown CPU")
-    print(f"group vs alone on {cpu}, {os.cpu_count()} cores", flush=True)
+    print(f"group vs alone on {machine()}", flush=True)
     out = []
     for cell in [Cell.parse(c, args.batch_size) for c in args.cells]:
         if args.report_only:
-            rows = _kept(args.work.resolve() / f"{cell.tag}.jsonl")
+            rows = read_jsonl(args.work.resolve() / f"{cell.tag}.jsonl")
         else:
             rows = measure(cell, args, lambda s: print(s, flush=True))
         rows, noisy = quiet_cycles([r for r in rows if r["cycle"] >= args.from_cycle],

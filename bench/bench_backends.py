@@ -18,8 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, WORK, Steal, checkout, machine, snakemake  # noqa: E402
+from common import ROOT, WORK, Steal, checkout, interval, machine, snakemake, summary
 
 HERE = WORK / "backends"
 NAME = "backends"
@@ -39,29 +38,19 @@ def overrides(args) -> list[str]:
     ]
 
 
-def interval(row, prefix: str, fmt: str = ".0f") -> str:
-    low, high = row.get(f"{prefix}_ci_low"), row.get(f"{prefix}_ci_high")
-    if low is None or low != low:
-        return ""
-    return f" ({low:{fmt}}-{high:{fmt}})"
-
-
 def report(folder: Path) -> None:
-    import pandas as pd
-
-    summary = pd.read_csv(folder / "results" / NAME / "report" / "summary.csv")
     print("| model | backend | float32 ms | mixed_bfloat16 ms | mixed_bfloat16 vs float32, "
           "paired | processes |")
     print("| --- | --- | --- | --- | --- | --- |")
-    for (model, backend), rows in summary.groupby(["model", "backend"]):
+    for (model, backend), rows in summary(folder, NAME).groupby(["model", "backend"]):
         mine = rows.set_index("policy")
         base, other = mine.loc["float32"], mine.loc["mixed_bfloat16"]
         speedup = (f"**{other['speedup_vs_baseline']:.2f}**"
-                   f"{interval(other, 'speedup', '.2f')}" if other["outcome"] == "ok"
+                   f"{interval(other, 'speedup')}" if other["outcome"] == "ok"
                    else f"{other['outcome']}: {other['reason']}")
         print(f"| {model} | {backend} | {base['ms_per_step']:.0f}"
-              f"{interval(base, 'ms_per_step')} | {other['ms_per_step']:.0f}"
-              f"{interval(other, 'ms_per_step')} | {speedup} | "
+              f"{interval(base, 'ms_per_step', 0)} | {other['ms_per_step']:.0f}"
+              f"{interval(other, 'ms_per_step', 0)} | {speedup} | "
               f"{int(other['speedup_processes'] or 0)} |")
 
 

@@ -19,20 +19,18 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
-WORK = ROOT / "bench" / ".work" / "budget"
+from bench_data import DATASET_NAME, bench_archive
+from common import ROOT, WORK
+
+HERE = WORK / "budget"
 
 
 def prepared_cache(image_size: int) -> dict:
-    from bench_data import DATASET_NAME, bench_archive
-
     from mptbench.data.cache import prepare
 
-    archive = bench_archive(ROOT / "bench" / ".work" / "data", 13394)
-    return prepare(archive["path"], DATASET_NAME, image_size, WORK / "tfds", log=print)
+    archive = bench_archive(WORK / "data", 13394)
+    return prepare(archive["path"], DATASET_NAME, image_size, HERE / "tfds", log=print)
 
 
 def compose(policy: str, batch_size: int, args) -> dict:
@@ -89,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=float, default=20.0, help="train.max_step_seconds")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    WORK.mkdir(parents=True, exist_ok=True)
+    HERE.mkdir(parents=True, exist_ok=True)
     prepared = prepared_cache(args.image_size)
     rows = [r for p in args.policies for r in measure(p, args.batch_sizes, prepared, args)]
     print(f"\n{'policy':15} {'batch':>5} {'predicted':>10} {'measured':>9} {'error':>7} "
@@ -103,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                and r["measured_s"] is not None and r["measured_s"] < 0.8 * args.limit]
     print(f"worst |error| {100 * max(errors):.0f}% (target <= 30%); "
           f"runnable cells dropped: {len(dropped)} (target 0)")
-    (WORK / f"bench_budget_{args.image_size}px.json").write_text(json.dumps(rows, indent=2))
+    (HERE / f"bench_budget_{args.image_size}px.json").write_text(json.dumps(rows, indent=2))
     return 0
 
 

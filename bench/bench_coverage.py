@@ -41,19 +41,17 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from common import ROOT
 
-from mptbench.core import stats  # noqa: E402
-from mptbench.core.contract import ArmResult, RepeatResult, Run  # noqa: E402
-from mptbench.core.policies import Policy  # noqa: E402
-from mptbench.engine.repeat import step_clock  # noqa: E402
-from mptbench.engine.rounds import Rounds  # noqa: E402
-from mptbench.engine.timing import after_turn  # noqa: E402
-from mptbench.jobs import repeats  # noqa: E402
-from mptbench.plan import Cell, compose_config, run_config  # noqa: E402
+from mptbench.core import stats
+from mptbench.core.contract import ArmResult, RepeatResult, Run
+from mptbench.core.policies import Policy
+from mptbench.engine.repeat import step_clock
+from mptbench.engine.rounds import Rounds
+from mptbench.engine.timing import after_turn
+from mptbench.jobs import repeats
+from mptbench.plan import Cell, compose_config, run_config
 
 COMPILE = 3.0  # a process's first step of each arm takes this many steps (it compiles)
 START_S = 8.0  # starting a process and its framework
@@ -193,9 +191,8 @@ class SimulatedTrainer:
         names = [r.policy.name for r in runs]
         train = runs[0].train
         turns = Rounds(names, train.round_samples, train.round_seconds)
-        clocks = {r.policy.name: step_clock(r) for r in runs}
-        for clock in clocks.values():
-            clock._now = self.machine.now  # the simulated time, not the wall's
+        # Read in the simulated time, not the wall's.
+        clocks = {r.policy.name: step_clock(r, now=self.machine.now) for r in runs}
         states = self.machine.process([self.arms[n] for n in names])
         self.machine.wait(START_S)
         while turns.live:

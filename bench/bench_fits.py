@@ -12,21 +12,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-WORK = ROOT / "bench" / ".work" / "fits"
+from common import ROOT, WORK, checkout, snakemake
+
+from mptbench.core.hardware import machine_id
+
+HERE = WORK / "fits"
 
 
 def _targets(name: str, args) -> list[str]:
     """The fits and parity files of the experiment (layout.FITS and layout.PARITY)."""
-    from mptbench.core.hardware import machine_id
-
     results = f"results/{name}"
     cell = f"{machine_id()}/seed_convnet/tensorflow/pypi/cpu"
     fits = [f"{results}/fits/{cell}/{policy}.json" for policy in args.policies]
@@ -51,23 +48,17 @@ def main(argv: list[str] | None = None) -> int:
         f"train.parity_steps={args.parity_steps}",
     ]
     if args.limit_mb:
-        overrides.append(f"device.cpu.memory_limit_mb={args.limit_mb}")
+        overrides.append(f"device.cpu.fits_search_mb={args.limit_mb}")
     if args.max_batch:
         overrides.append(f"sweep.max_batch={args.max_batch}")
-    from bench_grid import checkout  # a fresh copy of this checkout's workflow
-
-    folder = checkout(ROOT, WORK)
-    config = "overrides=[" + ",".join(f'"{o}"' for o in overrides) + "]"
-    exe = Path(sys.executable).with_name("snakemake")
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    folder = checkout(ROOT, HERE / "checkout", fresh=True)  # a fresh copy of the workflow
     targets = _targets(name, args)
     # Their inputs first (the data, the environment, the probes): not what is measured here.
-    subprocess.run([str(exe), "--cores", "2", "--until", "probe", "--config",
-                    "experiment=smoke", config], cwd=folder, env=env, check=True,
-                   capture_output=True)
+    done = snakemake(folder, overrides, "smoke", ["--until", "probe"])
+    if done.returncode != 0:
+        raise SystemExit(f"the data, environment and probes failed:\n{done.stderr[-4000:]}")
     started = time.monotonic()
-    command = [str(exe), "--cores", "2", *targets, "--config", "experiment=smoke", config]
-    done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
+    done = snakemake(folder, overrides, "smoke", targets)
     wall = time.monotonic() - started
     if done.returncode != 0:
         raise SystemExit(f"failed:\n{(done.stdout + done.stderr)[-4000:]}")

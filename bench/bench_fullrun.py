@@ -42,19 +42,25 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (  # noqa: E402
+from common import (
     WORK,
     Neighbour,
     Steal,
     append_jsonl,
     compose_runs,
     fixture,
+    job_env,
+    job_input,
+    job_model,
+    load_run,
     machine,
     over,
     read_jsonl,
+    run_files,
     shown,
 )
+
+from mptbench.core.files import read_json
 
 HERE = WORK / "fullrun"
 CELLS = ["seed_convnet:128", "seed_convnet:64", "mobilenet_v2:96"]
@@ -94,20 +100,9 @@ def child_fit(run_json: str, prepared_json: str, out: str, wait: str = "return")
     import keras
     import tensorflow as tf
 
-    from mptbench.core.contract import Run, decode
-    from mptbench.engine.models import build_model, jit_setting
-    from mptbench.engine.pipeline import input_pipeline
-
-    run = decode(Run, json.loads(Path(run_json).read_text()))
-    prepared = json.loads(Path(prepared_json).read_text())
-    size, classes = prepared["image_size"], len(prepared["classes"])
-    keras.utils.set_random_seed(run.seed)
-    model = build_model(run.model, (size, size, 3), classes, run.policy,
-                        jit_setting(run.variant.jit_compile), run.block_steps)
-    data = {split: input_pipeline(tf, prepared, split, run.cell.batch_size, run.dataset.input,
-                                  run.seed, training=split == "train",
-                                  one_hot_classes=classes if run.model.one_hot_labels else 0)
-            for split in ("train", "validation")}
+    run, prepared = load_run(run_json), read_json(prepared_json)
+    model = job_model(keras, run, prepared)
+    data = {split: job_input(tf, run, prepared, split) for split in ("train", "validation")}
     epochs: list[dict] = []
     ended: list[float] = []
 
@@ -175,7 +170,6 @@ def fit_process(run_file: Path, prepared: Path, env: dict, log: Path, wait: str)
 def pipeline_process(trainer, prepared: Path, runs, index: int) -> list[dict]:
     """One process of the group as the train job runs it, each policy's whole run as the
     train job works it out."""
-    from mptbench.core.files import read_json
     from mptbench.jobs.fullrun import per_process
     from mptbench.jobs.series import base_record
     from mptbench.jobs.trainer import Death
@@ -202,8 +196,6 @@ def cell_of(text: str) -> tuple[str, int]:
 
 
 def measure(text: str, args, log) -> list[dict]:
-    from mptbench.core.contract import encode
-    from mptbench.jobs.launcher import environment
     from mptbench.jobs.trainer import Trainer
 
     model, size = cell_of(text)
@@ -214,11 +206,7 @@ def measure(text: str, args, log) -> list[dict]:
     runs = compose_runs(model, size, POLICIES, args.batch_size, [
         f"train.epochs={EPOCHS}", "train.validate=true", "train.synthetic_twin=false",
         "train.profile_steps=0", "train.max_step_seconds=null"])
-    env = environment(runs[0].variant.env, runs[0].device.name, runs[0].backend.name)
-    files = {}
-    for run in runs:
-        files[run.policy.name] = folder / f"run-{run.policy.name}.json"
-        files[run.policy.name].write_text(json.dumps(encode(run)))
+    env, files = job_env(runs[0]), run_files(runs, folder)
     kept = HERE / args.tag / f"{tag}.jsonl"
     rows = read_jsonl(kept)
     trainer = Trainer(sys.executable, runs, [str(folder / f"{p}.record") for p in POLICIES])

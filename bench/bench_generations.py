@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, WORK, Steal, checkout, machine, snakemake  # noqa: E402
+from common import ROOT, WORK, Steal, checkout, interval, machine, snakemake, summary
 
 HERE = WORK / "generations"
 EXPERIMENT = "cpu_generations"
@@ -31,23 +29,13 @@ OTHERS = ("mixed_bfloat16", "mixed_float16")
 
 def run(fresh: bool, overrides: list[str]) -> tuple[Path, float, float | None]:
     """The experiment in a copy of this checkout: (the copy, its wall seconds, steal %)."""
-    folder = HERE / "checkout"
-    if fresh and folder.exists():
-        shutil.rmtree(folder)
-    checkout(ROOT, folder)
+    folder = checkout(ROOT, HERE / "checkout", fresh)
     steal, started = Steal(), time.monotonic()
     done = snakemake(folder, overrides, experiment=EXPERIMENT)
     took = time.monotonic() - started
     if done.returncode != 0:
         sys.exit(f"the experiment failed; see {folder / 'last_run.log'}")
     return folder, took, steal.percent()
-
-
-def interval(row, prefix: str, digits: int = 2) -> str:
-    low, high = row.get(f"{prefix}_ci_low"), row.get(f"{prefix}_ci_high")
-    if low is None or low != low:
-        return ""
-    return f" ({low:.{digits}f}-{high:.{digits}f})"
 
 
 def table(rows) -> list[str]:
@@ -80,10 +68,7 @@ def table(rows) -> list[str]:
 
 
 def report(folder: Path, name: str = EXPERIMENT) -> None:
-    import pandas as pd
-
-    summary = pd.read_csv(folder / "results" / name / "report" / "summary.csv")
-    for (model, device), rows in summary.groupby(["model", "device"]):
+    for (model, device), rows in summary(folder, name).groupby(["model", "device"]):
         batch = sorted(set(rows["batch_size"]))
         print(f"\n{model} on {device}, batch {', '.join(map(str, batch))}, "
               f"{rows['image_size'].iloc[0]} px:")

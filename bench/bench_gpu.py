@@ -29,8 +29,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from common import ROOT, WORK, interval
+
+from mptbench.core import stats
+from mptbench.core.policies import weighted_peak
 
 MODELS = {"seed_convnet": 256, "resnet50": 224}  # the model and its image size
 POLICIES = ["float32", "mixed_float16", "mixed_bfloat16"]
@@ -81,7 +83,7 @@ def model_info(cfg: dict, out: Path) -> dict:
 
 
 def calibrate(cfg: dict, args, out: Path) -> dict | None:
-    from mptbench.core.contract import VariantConfig, decode
+    from mptbench.core.contract import Calibrate, VariantConfig, decode
     from mptbench.core.devices import Device
     from mptbench.core.files import read_json
     from mptbench.jobs.calibrate import calibrate_variant
@@ -98,7 +100,8 @@ def calibrate(cfg: dict, args, out: Path) -> dict | None:
         variant = decode(VariantConfig, cfg["variant"]["pypi"] | {"name": "pypi"})
         try:
             calibrate_variant(
-                args.device, variant, settings["calibrate"], None, str(path), backend="jax",
+                args.device, variant, decode(Calibrate, settings["calibrate"]), None, str(path),
+                backend="jax",
                 tf32=settings.get("tf32", True),
             )
         except EngineFailed as exc:
@@ -161,20 +164,16 @@ def grid(args, out: Path, deadline: float) -> list[dict]:
     return rows
 
 
-def _peak(calibration: dict | None, record: dict) -> float | None:
+def peak(calibration: dict | None, record: dict) -> float | None:
     """The cell's peak TFLOP/s: its conv FLOPs at the conv peak of its compute dtype, its
-    matmul FLOPs at the matmul peak (as the report weighs them)."""
+    matmul FLOPs at the matmul peak, as the report weighs them (core/policies.py)."""
     if not calibration:
         return None
-    dtype = record["compute_dtype"]
-    flops = {k: record.get(f"{k}_flops_per_step") or 0 for k in ("conv", "matmul")}
-    seconds = sum(flops[k] / calibration[k][dtype]["tflops"] for k in flops)
-    return sum(flops.values()) / seconds if seconds else None
+    work = {k: record.get(f"{k}_flops_per_step") or 0 for k in ("conv", "matmul")}
+    return weighted_peak(calibration, record["compute_dtype"], work)
 
 
 def table(rows: list[dict], calibration: dict | None) -> str:
-    from mptbench.core import stats
-
     def timed(row):
         return [(r.get("process"), r["step_ms"], r.get("rounds") or [])
                 for r in row.get("repeats") or [] if r.get("step_ms")]
@@ -194,25 +193,23 @@ def table(rows: list[dict], calibration: dict | None) -> str:
         if r.get("outcome") != "ok":
             lines.append(head + f"{r.get('outcome')}: {(r.get('reason') or '')[:70]}")
             continue
-        ms = f"{r['ms_per_step']:.2f}"
-        if r.get("ms_per_step_ci_low") is not None:
-            ms += f" ({r['ms_per_step_ci_low']:.2f}-{r['ms_per_step_ci_high']:.2f})"
+        ms = f"{r['ms_per_step']:.2f}{interval(r, 'ms_per_step')}"
         speed = ""
         f32 = base.get((cell.model, cell.batch_size))
         paired = stats.paired_speedup(timed(f32), timed(r)) if f32 is not None else None
         if paired is not None and cell.policy != "float32":
-            interval = f" ({paired.low:.2f}-{paired.high:.2f})" if paired.low else ""
-            speed = f"{paired.value:.2f}x{interval}"
+            ends = f" ({paired.low:.2f}-{paired.high:.2f})" if paired.low else ""
+            speed = f"{paired.value:.2f}x{ends}"
         flops = (r.get("flops_per_step") or math.nan) / (r["ms_per_step"] / 1000) / 1e12
-        peak = _peak(calibration, r)
-        mfu = f"{flops / peak:.2f}" if peak and math.isfinite(flops) else "-"
+        cell_peak = peak(calibration, r)
+        mfu = f"{flops / cell_peak:.2f}" if cell_peak and math.isfinite(flops) else "-"
         lines.append(head + f"{ms:<24}{speed:<30}{flops:>8.1f}{mfu:>7}")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / ".work" / "gpu")
+    parser.add_argument("--out", type=Path, default=WORK / "gpu")
     parser.add_argument("--device", default=None, help="gpu0 (default where a GPU shows), cpu")
     parser.add_argument("--budget-s", type=float, default=450, help="stop starting cells after")
     parser.add_argument("--batch-sizes", type=int, nargs="+", help="default 32 64 ... 512")

@@ -10,12 +10,13 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-SRC = ROOT / "src"
-if str(SRC) not in sys.path:  # a checkout without `pip install -e .` works too
-    sys.path.insert(0, str(SRC))
+from common import ROOT, WORK, fixture, job_env, job_input, job_model, load_run
 
-WORK = ROOT / "bench" / ".work" / "overhead"
+from mptbench.core.contract import encode
+from mptbench.core.files import read_json, write_json
+from mptbench.core.stats import percentile
+
+HERE = WORK / "overhead"
 TARGET_PCT = 2.0
 VAL_PER_CLASS = 2  # validation is off in both runs; the builder still wants the split
 EXPERIMENT = "bench_overhead"
@@ -34,9 +35,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--train-per-class", type=int, default=60, help="fixture train images per class"
     )
-    parser.add_argument("--work", type=Path, default=WORK, help="reused between runs")
-    # Internal: the pieces that run in fresh processes.
-    parser.add_argument("--child-prepare", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--work", type=Path, default=HERE, help="reused between runs")
+    # Internal: the bare side, in a fresh process.
     parser.add_argument("--child-bare", nargs=3, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -44,43 +44,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 # ---------------------------------------------------------------- set-up (built once, reused)
 
 
-def child_prepare(archive: str, name: str, image_size: str, out: str) -> None:
-    """The tfds cache (TensorFlow import: done in a child so the driver stays light)."""
-    from mptbench.core.files import write_json
-    from mptbench.data.cache import prepare
-
-    write_json(out, prepare(archive, name, int(image_size), str(Path(out).parent / "tfds")))
-
-
-def setup(args: argparse.Namespace, env: dict[str, str]) -> tuple[Path, Path]:
+def setup(args: argparse.Namespace) -> tuple[Path, Path]:
     """The fixture archive, its cache at this image size and an MLflow store; JSON paths."""
-    from mptbench.core.files import write_json
-    from mptbench.data.fixtures import make_imagenette_archive
+    from mptbench.jobs.tracking import init_experiment
 
     work = args.work.resolve()
-    work.mkdir(parents=True, exist_ok=True)
-    # Short side above the image size: the cache is built by downscaling, as with real data.
-    short_side = max(96, args.image_size + 16)
-    stem = f"imagenette-{args.train_per_class}x{short_side}"
-    archive = work / f"{stem}.tgz"
-    if not archive.exists():
-        print(f"building {archive.name} ({args.train_per_class} train images per class)")
-        make_imagenette_archive(
-            archive,
-            train_per_class=args.train_per_class,
-            val_per_class=VAL_PER_CLASS,
-            short_side=short_side,
-        )
-    prepared = work / f"prepared-{stem}-{args.image_size}px.json"
-    if not prepared.exists():
-        print(f"preparing the tfds cache at {args.image_size}px")
-        command = [sys.executable, __file__, "--child-prepare", str(archive), stem]
-        command += [str(args.image_size), str(prepared)]
-        subprocess.run(command, env=env, check=True, timeout=JOB_TIMEOUT_S)
+    prepared = fixture(work, args.image_size, args.train_per_class, VAL_PER_CLASS)
     tracking = work / "tracking.json"
     if not tracking.exists():
-        from mptbench.jobs.tracking import init_experiment
-
         write_json(
             tracking,
             init_experiment(
@@ -109,7 +80,7 @@ def compose_run(args: argparse.Namespace):
         "train.max_step_seconds=null",
         "train.synthetic_twin=false",
         "train.validate=false",
-        "train.memory_limit_mb=null",
+        "train.kill_above_mb=null",
     ]
     cfg = compose_config(ROOT / "conf", "smoke", overrides)
     return run_config(
@@ -120,13 +91,6 @@ def compose_run(args: argparse.Namespace):
     )
 
 
-def job_env(run) -> dict[str, str]:
-    """What the supervisor gives its trainer: both sides start from this."""
-    from mptbench.jobs.launcher import environment
-
-    return environment(run.variant.env, run.device.name, run.backend.name)
-
-
 # ---------------------------------------------------------------- side B: bare Keras
 
 
@@ -135,22 +99,11 @@ def child_bare(run_json: str, prepared_json: str, out: str) -> None:
     import keras
     import tensorflow as tf
 
-    from mptbench.core.contract import Run, decode
-    from mptbench.engine.models import build_model, jit_setting
-    from mptbench.engine.pipeline import input_pipeline
-
-    run = decode(Run, json.loads(Path(run_json).read_text()))
-    prepared = json.loads(Path(prepared_json).read_text())
-    batch, warmup, steps = run.cell.batch_size, run.train.warmup_steps, run.train.timed_steps
-    keras.utils.set_random_seed(run.seed)  # the same initial weights and shuffle order
-    size = prepared["image_size"]
-    classes = len(prepared["classes"])
-    jit = jit_setting(run.variant.jit_compile)
-    model = build_model(run.model, (size, size, 3), classes, run.policy, jit)
-    data = input_pipeline(
-        tf, prepared, "train", batch, run.dataset.input, run.seed, training=True,
-        one_hot_classes=classes if run.model.one_hot_labels else 0,
-    )
+    run, prepared = load_run(run_json), read_json(prepared_json)
+    warmup, steps = run.train.warmup_steps, run.train.timed_steps
+    # The same initial weights and shuffle order; one step per call, as Keras' default.
+    model = job_model(keras, run, prepared, steps_per_execution=1)
+    data = job_input(tf, run, prepared)
 
     class Clock(keras.callbacks.Callback):
         # Overriding on_train_batch_end makes Keras hand over the loss as a Python float, so
@@ -177,8 +130,6 @@ def child_bare(run_json: str, prepared_json: str, out: str) -> None:
 
 def summary(seconds: list[float]) -> dict:
     """The bare run's figures, computed as the job's record computes them."""
-    from mptbench.core.stats import percentile
-
     return {
         "timed_steps": len(seconds),
         "ms_per_step": 1000 * statistics.median(seconds),
@@ -215,19 +166,14 @@ def fmt(data: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from mptbench.core.contract import encode
-
     args = parse_args(argv)
-    if args.child_prepare:
-        child_prepare(*args.child_prepare)
-        return 0
     if args.child_bare:
         child_bare(*args.child_bare)
         return 0
 
     run = compose_run(args)
     env = job_env(run)
-    prepared, tracking = setup(args, env)
+    prepared, tracking = setup(args)
     runs = args.work.resolve() / "runs"
     runs.mkdir(exist_ok=True)
     tag = f"{args.policy}-bs{args.batch_size}-{args.image_size}px"

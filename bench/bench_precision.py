@@ -21,7 +21,6 @@ how many runs' intervals hold it. The goal: at least 9 of 10.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shutil
 import statistics
@@ -29,8 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (  # noqa: E402
+from common import (
     ROOT,
     WORK,
     Neighbour,
@@ -40,8 +38,12 @@ from common import (  # noqa: E402
     checkout,
     machine,
     read_jsonl,
+    records,
     snakemake,
+    summary,
 )
+
+from mptbench.core import stats
 
 HERE = WORK / "precision"
 BASE, OTHER = "float32", "mixed_bfloat16"
@@ -79,18 +81,8 @@ def overrides(name: str, args) -> list[str]:
     ]
 
 
-def records(folder: Path, name: str) -> dict[str, dict]:
-    found = {}
-    for path in (folder / "results" / name / "runs").rglob("*.json"):
-        record = json.loads(path.read_text())
-        found[record["policy"]] = record
-    return found
-
-
 def process_logs(found: dict[str, dict]) -> list[float]:
     """Each process's paired log speedup (core/stats.py, round by round)."""
-    from mptbench.core import stats
-
     base = {r["process"]: r for r in found[BASE]["repeats"] if r.get("step_ms")}
     logs = []
     for r in found[OTHER]["repeats"]:
@@ -106,8 +98,6 @@ def process_logs(found: dict[str, dict]) -> list[float]:
 
 def one_run(source: Path, index: int, args, neighbour: Neighbour) -> dict:
     """A fresh experiment in the source's copy: its speedup row and what the host did."""
-    import pandas as pd
-
     folder = args.work / f"checkout-{args.source.index(source) + 1}"
     if index == 0:
         checkout(source.resolve(), folder)
@@ -117,9 +107,9 @@ def one_run(source: Path, index: int, args, neighbour: Neighbour) -> dict:
     done = snakemake(folder, overrides(name, args))
     if done.returncode != 0:
         raise SystemExit(f"{source} {name} failed: see {folder / 'last_run.log'}")
-    summary = pd.read_csv(folder / "results" / name / "report" / "summary.csv")
-    row = summary[summary["policy"] == OTHER].iloc[0].to_dict()
-    found = records(folder, name)
+    table = summary(folder, name)
+    row = table[table["policy"] == OTHER].iloc[0].to_dict()
+    found = {record["policy"]: record for record in records(folder, name)}
     host = [r.get("host_ms") for r in found[BASE]["repeats"] if r.get("host_ms")]
     return {
         "source": str(source.resolve()), "run": index + 1, "started": began,
@@ -128,7 +118,7 @@ def one_run(source: Path, index: int, args, neighbour: Neighbour) -> dict:
         "speedup": row["speedup_vs_baseline"], "low": row["speedup_ci_low"],
         "high": row["speedup_ci_high"], "processes": int(row["speedup_processes"]),
         "host_ms": host, "host_widening": row.get("host_widening"),
-        "float32_ms": float(summary[summary["policy"] == BASE]["ms_per_step"].iloc[0]),
+        "float32_ms": float(table[table["policy"] == BASE]["ms_per_step"].iloc[0]),
         "logs": process_logs(found),
     }
 

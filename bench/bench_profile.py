@@ -10,41 +10,33 @@ longer the profiled cells took. Target (issue): at most 15%.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
-WORK = ROOT / "bench" / ".work" / "profile"
+from common import ROOT, WORK, checkout, records, snakemake
+
+HERE = WORK / "profile"
 
 
-def run(checkout: Path, steps: int) -> dict[str, float]:
+def run(folder: Path, steps: int) -> dict[str, float]:
+    """The smoke grid with train.profile_steps=`steps`, from fresh results: each cell's
+    duration_s."""
     name = f"smoke_p{steps}"
-    shutil.rmtree(checkout / "results" / name, ignore_errors=True)
-    config = f'overrides=["name={name}","train.profile_steps={steps}"]'
-    command = [str(Path(sys.executable).with_name("snakemake")), "--cores", "2", "--config",
-               "experiment=smoke", config]
-    done = subprocess.run(command, cwd=checkout, capture_output=True, text=True)
+    shutil.rmtree(folder / "results" / name, ignore_errors=True)
+    done = snakemake(folder, [f"name={name}", f"train.profile_steps={steps}"], "smoke",
+                     hide_gpus=False)
     if done.returncode != 0:
         raise SystemExit(done.stderr[-3000:])
-    durations = {}
-    for path in (checkout / "results" / name / "runs").rglob("*.json"):
-        record = json.loads(path.read_text())
-        durations[f"{record['policy']}/bs{record['batch_size']}"] = record["duration_s"]
-    return durations
+    return {f"{r['policy']}/bs{r['batch_size']}": r["duration_s"] for r in records(folder, name)}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
-    from bench_grid import checkout
-
-    target = checkout(ROOT, WORK)
+    target = checkout(ROOT, HERE / "checkout", fresh=True)
     run(target, 0)  # the fixture, cache and calibration, once, outside the comparison
     rounds = {0: [], 3: []}
     for i in range(args.rounds):

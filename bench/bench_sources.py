@@ -11,8 +11,9 @@ compared with the same policy's alone segments of its cycle:
 
 - **alone**: one policy's plain Keras ``fit`` (its model and input as the train job builds
   them; the other policy's model held in memory, idle);
-- **group**: both policies' fits in threads taking turns (the engine's Rounds and step timer,
-  the job's own turn length), the steps of rounds in which both took a turn;
+- **group**: both policies' fits in threads taking turns as the job runs them (engine/repeat.py
+  ``in_turns``: the engine's rounds and step timer, the job's own turn length), the steps of
+  rounds in which both took a turn;
 - **poller**: alone, while another process watches this one as the supervisor watches its
   trainer (jobs/memory.py ``watch``: resident memory sampled, then ``Popen.wait`` with a
   timeout, whose loop wakes up every few milliseconds);
@@ -48,11 +49,23 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "bench"))
+from bench_alone import HERE, Cell, cell_files
+from common import (
+    Steal,
+    append_jsonl,
+    job_input,
+    job_model,
+    load_run,
+    machine,
+    read_jsonl,
+    shown,
+)
 
-from bench_alone import WORK, Cell, cell_files  # noqa: E402
+from mptbench.core import stats
+from mptbench.core.contract import ArmResult
+from mptbench.core.files import read_json
+from mptbench.engine.repeat import Arm, in_turns
+from mptbench.engine.timing import StepClock, make_step_timer
 
 CONDITIONS = ("alone", "group", "poller", "cgroup")
 # Timed steps per segment: about 5 s of each policy at 128 px on a 2-core host.
@@ -70,7 +83,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--cycles", type=int, default=8, help="per process")
-    parser.add_argument("--work", type=Path, default=WORK)
+    parser.add_argument("--work", type=Path, default=HERE)
     parser.add_argument("--train-per-class", type=int, default=60)
     parser.add_argument("--out", type=Path, default=None, help="JSON lines of every step")
     parser.add_argument("--steps", type=int, default=0,
@@ -107,7 +120,7 @@ def poll(pid: int) -> None:
         child.kill()
 
 
-# ---------------------------------------------------------------- one process of segments
+# ---------------------------------------------------------------- the candidates
 
 
 class Moved:
@@ -147,6 +160,9 @@ def switch(condition: str, on: bool, poller, moved: Moved) -> None:
         moved.back()
 
 
+# ---------------------------------------------------------------- steps: switched step by step
+
+
 def toggle(keras, condition: str, poller, moved: Moved):
     """A callback that turns `condition` on before the steps of by_steps' alternation that
     have it (before the step's clock starts: the switch itself is not timed)."""
@@ -169,8 +185,6 @@ def by_steps(models: dict, data: dict, poller, moved: Moved, pairs: int, out: st
     with it, in pairs (off, on), (on, off), ...: each pair two steps back to back."""
     import keras
 
-    from mptbench.engine.timing import StepClock, make_step_timer
-
     for name, model in models.items():
         for condition in CANDIDATES:
             clock = StepClock(WARMUP, 2 * pairs, 1, None)
@@ -180,9 +194,8 @@ def by_steps(models: dict, data: dict, poller, moved: Moved, pairs: int, out: st
                                      make_step_timer(clock)], shuffle=False)
             finally:
                 switch(condition, False, poller, moved)
-            with open(out, "a") as sink:
-                sink.write(json.dumps({"condition": condition, "policy": name,
-                                       "step_s": clock.step_seconds}) + "\n")
+            append_jsonl(Path(out), {"condition": condition, "policy": name,
+                                     "step_s": clock.step_seconds})
 
 
 def pair_logs(steps: list[float]) -> list[float]:
@@ -194,110 +207,126 @@ def pair_logs(steps: list[float]) -> list[float]:
     return logs
 
 
-def child(mode: str, run_files: str, prepared_json: str, count: str, out: str) -> None:
-    import keras
-    import tensorflow as tf
+# ---------------------------------------------------------------- segments: alone, group, ...
 
-    from mptbench.core.contract import Run, decode
-    from mptbench.engine.models import build_model, jit_setting
-    from mptbench.engine.pipeline import input_pipeline
-    from mptbench.engine.rounds import Rounds
-    from mptbench.engine.timing import StepClock, make_step_timer
 
-    runs = [decode(Run, json.loads(Path(f).read_text())) for f in run_files.split(",")]
-    prepared = json.loads(Path(prepared_json).read_text())
-    size, classes = prepared["image_size"], len(prepared["classes"])
-    models, data = {}, {}
-    for run in runs:
-        keras.utils.set_random_seed(run.seed)
-        name = run.policy.name
-        models[name] = build_model(run.model, (size, size, 3), classes, run.policy,
-                                   jit_setting(run.variant.jit_compile), run.block_steps)
-        data[name] = input_pipeline(
-            tf, prepared, "train", run.cell.batch_size, run.dataset.input, run.seed,
-            training=True, one_hot_classes=classes if run.model.one_hot_labels else 0,
-        )
-    by_name = {r.policy.name: r for r in runs}
-    names = list(models)
+def segment_clock(name: str) -> StepClock:
+    return StepClock(WARMUP, STEPS.get(name, 12), 1, None)
 
-    def clock(name: str) -> StepClock:
-        return StepClock(WARMUP, STEPS.get(name, 12), 1, None)
 
-    def alone(name: str) -> list[float]:
-        timed = clock(name)
-        models[name].fit(data[name], epochs=1, steps_per_epoch=WARMUP + timed.timed_steps,
-                         callbacks=[make_step_timer(timed)], verbose=0, shuffle=False)
-        return timed.step_seconds
+def alone(models: dict, data: dict, name: str) -> list[float]:
+    """One policy's plain fit: its timed steps."""
+    timed = segment_clock(name)
+    models[name].fit(data[name], epochs=1, steps_per_epoch=WARMUP + timed.timed_steps,
+                     callbacks=[make_step_timer(timed)], verbose=0, shuffle=False)
+    return timed.step_seconds
 
-    def group() -> dict[str, list[float]]:
-        """The arms in threads taking turns (the engine's Rounds and step timer), as
-        engine/repeat.py's in_turns runs them, each fit's first step waiting until every fit
-        has started: a new fit builds its input iterator before its first step, outside any
-        turn, and in the job that happens once per process, not once per segment."""
-        clocks = {n: clock(n) for n in models}
-        turns = Rounds(names, by_name[names[0]].train.round_samples,
-                       by_name[names[0]].train.round_seconds)
-        started = threading.Barrier(len(names))
 
+class Started:
+    """A model whose fit waits, before its first step, until every fit of the group has
+    started: a new fit builds its input iterator before its first step, outside any turn, and
+    in the job that happens once per process, not once per segment. The wait comes before the
+    step timer's callback, so no turn and no step holds it."""
+
+    def __init__(self, keras, model, barrier: threading.Barrier):
         class Start(keras.callbacks.Callback):
             def on_train_batch_begin(self, batch, logs=None):
                 if batch == 0:
-                    started.wait()
+                    barrier.wait()
 
-        def fit(n: str) -> None:
+        self.model, self.start = model, Start()
+
+    def fit(self, callbacks=(), **kwargs):
+        return self.model.fit(callbacks=[self.start, *callbacks], **kwargs)
+
+
+def group(keras, runs: list, models: dict, data: dict) -> dict[str, list[float]]:
+    """The arms in threads taking turns, as engine/repeat.py's in_turns runs them in the job,
+    each fit's first step waiting until every fit has started (Started): per policy the steps
+    of the rounds in which every arm took its turn."""
+    names = [r.policy.name for r in runs]
+    started = threading.Barrier(len(names))
+    arms = [Arm(r, ArmResult(0, r.policy.name, {}), Started(keras, models[r.policy.name], started))
+            for r in runs]
+    clocks = {n: segment_clock(n) for n in names}
+    fits = {n: dict(x=data[n], epochs=1, steps_per_epoch=WARMUP + clocks[n].timed_steps,
+                    verbose=0) for n in names}
+    in_turns(arms, fits, clocks, None)
+    for arm in arms:
+        if arm.error is not None:
+            raise arm.error
+    shared = min(max(c.rounds) for c in clocks.values())  # rounds in which both took turns
+    return {n: [s for s, r in zip(c.step_seconds, c.rounds, strict=True) if r <= shared]
+            for n, c in clocks.items()}
+
+
+def warm(models: dict, data: dict, runs: list, prepared: dict) -> None:
+    """Traces each model's functions, and reads its data through once, so its in-memory cache
+    is kept (a fit that stops sooner discards it)."""
+    examples = prepared["splits"]["train"]
+    for run in runs:
+        name = run.policy.name
+        models[name].fit(data[name], epochs=1, verbose=0,
+                         steps_per_epoch=2 * math.ceil(examples / run.cell.batch_size))
+
+
+def by_segments(keras, runs: list, models: dict, data: dict, poller, moved: Moved,
+                cycles: int, out: str) -> None:
+    """Cycles of segments, in the order alone (each policy), group, poller, cgroup, then the
+    reverse: the candidate switched on for its segment alone."""
+    names = [r.policy.name for r in runs]
+    order = [("alone", n) for n in names] + [("group", None)] + [
+        (c, names[0]) for c in ("poller", "cgroup")]
+    for cycle in range(cycles):
+        for what, name in order if cycle % 2 == 0 else order[::-1]:
+            candidate = what in ("poller", "cgroup")
+            if candidate:
+                switch(what, True, poller, moved)
             try:
-                models[n].fit(data[n], epochs=1, steps_per_epoch=WARMUP + clocks[n].timed_steps,
-                              callbacks=[Start(), make_step_timer(clocks[n], turns, n)],
-                              verbose=0, shuffle=False)
+                got = group(keras, runs, models, data) if what == "group" else {
+                    name: alone(models, data, name)}
             finally:
-                turns.leave(n)
+                if candidate:
+                    switch(what, False, poller, moved)
+            for policy, steps in got.items():
+                append_jsonl(Path(out), {"cycle": cycle, "condition": what, "policy": policy,
+                                         "step_s": steps})
 
-        threads = [threading.Thread(target=fit, args=(n,)) for n in names]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        shared = min(max(c.rounds) for c in clocks.values())  # rounds in which both took turns
-        return {n: [s for s, r in zip(c.step_seconds, c.rounds, strict=True) if r <= shared]
-                for n, c in clocks.items()}
 
+# ---------------------------------------------------------------- one process
+
+
+def built(run_files: str, prepared_json: str):
+    """The group's runs, the prepared data, and each policy's model and input as the train
+    job builds them: (runs, prepared, models, data), the last two by policy."""
+    import keras
+    import tensorflow as tf
+
+    runs = [load_run(f) for f in run_files.split(",")]
+    prepared = read_json(prepared_json)
+    models, data = {}, {}
+    for run in runs:
+        models[run.policy.name] = job_model(keras, run, prepared)
+        data[run.policy.name] = job_input(tf, run, prepared)
+    return runs, prepared, models, data
+
+
+def child(mode: str, run_files: str, prepared_json: str, count: str, out: str) -> None:
+    """One process of `mode` (steps or segments): the group's models built, the poller
+    started and stopped at once, a memory cgroup of its own ready; both undone at its end."""
+    import keras
+
+    runs, prepared, models, data = built(run_files, prepared_json)
     poller = subprocess.Popen([sys.executable, __file__, "--poll", str(os.getpid())],
                               start_new_session=True)
     os.killpg(poller.pid, signal.SIGSTOP)
     moved = Moved()
-    if mode == "steps":
-        try:
-            by_steps(models, data, poller, moved, int(count), out)
-        finally:
-            os.killpg(poller.pid, signal.SIGKILL)
-            moved.remove()
-        return
-    order = [("alone", n) for n in names] + [("group", None)] + [
-        (c, names[0]) for c in ("poller", "cgroup")]
-    for n in names:  # traces each model's functions, and reads its data through once, so
-        # its in-memory cache is kept (a fit that stops sooner discards it)
-        examples = prepared["splits"]["train"]
-        models[n].fit(data[n], epochs=1, verbose=0,
-                      steps_per_epoch=2 * math.ceil(examples / by_name[n].cell.batch_size))
     try:
-        with open(out, "a") as sink:
-            for cycle in range(int(count)):
-                for what, name in order if cycle % 2 == 0 else order[::-1]:
-                    if what == "poller":
-                        os.killpg(poller.pid, signal.SIGCONT)
-                    elif what == "cgroup":
-                        moved.into()
-                    try:
-                        got = group() if what == "group" else {name: alone(name)}
-                    finally:
-                        if what == "poller":
-                            os.killpg(poller.pid, signal.SIGSTOP)
-                        elif what == "cgroup":
-                            moved.back()
-                    for policy, steps in got.items():
-                        sink.write(json.dumps({"cycle": cycle, "condition": what,
-                                               "policy": policy, "step_s": steps}) + "\n")
-                    sink.flush()
+        if mode == "steps":
+            by_steps(models, data, poller, moved, int(count), out)
+        else:
+            warm(models, data, runs, prepared)
+            by_segments(keras, runs, models, data, poller, moved, int(count), out)
     finally:
         os.killpg(poller.pid, signal.SIGKILL)
         moved.remove()
@@ -309,8 +338,6 @@ def child(mode: str, run_files: str, prepared_json: str, count: str, out: str) -
 def figures(rows: list[dict], how=statistics.fmean) -> dict:
     """Per condition and policy: exp(mean over (process, cycle) of log(segment's `how` step /
     that cycle's alone segments' of the policy)), a t interval over them."""
-    from mptbench.core import stats
-
     alone: dict = {}
     for r in rows:
         if r["condition"] == "alone" and r["step_s"]:
@@ -338,8 +365,6 @@ def main(argv=None) -> None:
     if args.report_only:
         report(_kept(args.report_only))
         return
-    from mptbench.core import hardware
-
     cell = Cell.parse(args.cell, args.batch_size)
     folder = args.work.resolve() / f"sources-{cell.tag}"
     _, env, prepared, run_files = cell_files(cell, args.work, args.train_per_class, folder)
@@ -347,18 +372,17 @@ def main(argv=None) -> None:
     mode, count = ("steps", args.steps) if args.steps else ("segments", args.cycles)
     out = args.out or folder / ("steps.jsonl" if args.steps else "segments.jsonl")
     each = f"{args.steps} pairs a policy and candidate" if args.steps else f"{args.cycles} cycles"
-    print(f"CPU: {hardware.cpu_name()}; {cell.tag}; {args.processes} processes of {each}; "
+    print(f"CPU: {machine()}; {cell.tag}; {args.processes} processes of {each}; "
           f"every step in {out}", flush=True)
     rows = []
     for process in range(args.processes):
         part = folder / f"process-{process}.jsonl"
         part.unlink(missing_ok=True)
-        ticks, started = hardware.cpu_ticks(), time.monotonic()
+        steal, started = Steal(), time.monotonic()
         subprocess.run([sys.executable, __file__, "--child", mode, files,
                         str(prepared), str(count), str(part)], env=env, check=True)
-        stolen = hardware.stolen_percent(ticks, hardware.cpu_ticks())
-        got = [json.loads(line) | {"process": process} for line in part.read_text().splitlines()]
-        rows.extend(got)
+        stolen = steal.percent()
+        rows.extend(r | {"process": process} for r in read_jsonl(part))
         print(f"process {process + 1}: {time.monotonic() - started:.0f} s, steal "
               f"{stolen if stolen is None else round(stolen, 1)}%", flush=True)
     with open(out, "w") as sink:
@@ -371,7 +395,7 @@ def _kept(files: list[Path]) -> list[dict]:
     """The rows of several runs' files, each run's processes numbered apart."""
     rows, first = [], 0
     for path in files:
-        got = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        got = read_jsonl(path)
         rows.extend(r | {"process": first + r["process"]} for r in got)
         first += 1 + max((r["process"] for r in got), default=-1)
     return rows
@@ -385,8 +409,6 @@ def report(rows: list[dict]) -> None:
 
 
 def report_steps(rows: list[dict]) -> None:
-    from mptbench.core import stats
-
     print("with / without, steps paired back to back (t interval over pairs):")
     logs: dict = {}
     for r in rows:
@@ -395,8 +417,7 @@ def report_steps(rows: list[dict]) -> None:
               f"{1000 * statistics.fmean(r['step_s']):.1f} ms")
     for (condition, policy), values in sorted(logs.items()):
         e = stats.of_logs(values)
-        print(f"  {condition:6s} {policy:15s} {e.value:.4f} ({e.low:.4f}-{e.high:.4f}), "
-              f"{e.n} pairs")
+        print(f"  {condition:6s} {policy:15s} {shown(e, 4)}, {e.n} pairs")
 
 
 def report_segments(rows: list[dict]) -> None:
@@ -409,9 +430,8 @@ def report_segments(rows: list[dict]) -> None:
     print("condition / alone, same policy, same cycle (t interval over cycles):")
     medians = figures(rows, statistics.median)
     for key, e in sorted(figures(rows).items()):
-        m = medians[key]
-        print(f"  {key[0]:7s} {key[1]:15s} mean step {e.value:.3f} ({e.low:.3f}-{e.high:.3f}), "
-              f"median step {m.value:.3f} ({m.low:.3f}-{m.high:.3f}), {e.n} segments")
+        print(f"  {key[0]:7s} {key[1]:15s} mean step {shown(e)}, median step "
+              f"{shown(medians[key])}, {e.n} segments")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ import subprocess
 import sys
 import time
 
+from common import machine
+
 WAYS = {
     "plain import": "import os, sys; os.environ['KERAS_BACKEND'] = sys.argv[1]; import keras",
     "engine start": "import sys; from mptbench.engine.backends import start; start(sys.argv[1])",
@@ -36,14 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--backend", default="tensorflow")
     args = parser.parse_args(argv)
-    from mptbench.core.hardware import cpu_name
-
     times: dict[str, list[float]] = {way: [] for way in WAYS}
     seconds(WAYS["plain import"], args.backend)  # the page cache warm for both
     for _ in range(args.rounds):
         for way, code in WAYS.items():
             times[way].append(seconds(code, args.backend))
-    print(f"CPU: {cpu_name()}; {args.backend}, {args.rounds} rounds, a fresh process each")
+    print(f"CPU: {machine()}; {args.backend}, {args.rounds} rounds, a fresh process each")
     for way, values in times.items():
         print(f"{way}: median {statistics.median(values):.2f} s "
               f"({', '.join(f'{v:.2f}' for v in values)})")

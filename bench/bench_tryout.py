@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
 import sys
 import time
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
-WORK = ROOT / "bench" / ".work" / "tryout"
+from common import ROOT, WORK, Steal, checkout, machine, snakemake
+
+HERE = WORK / "tryout"
 STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 STARTED = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
 JOBID = re.compile(r"^\s+jobid: (\d+)$")
@@ -53,20 +52,13 @@ def rule_seconds(log: str) -> dict[str, float]:
     return dict(total)
 
 
-def one_run(source: Path, workdir: Path, snakemake: str) -> dict:
-    from bench_grid import checkout
-
-    from mptbench.core import hardware
-
-    target = checkout(source, workdir)
-    ticks = hardware.cpu_ticks()
-    began = time.monotonic()
-    done = subprocess.run(
-        [snakemake, "--cores", "2", "--config", "experiment=smoke"],
-        cwd=target, capture_output=True, text=True,
-    )
+def one_run(source: Path, workdir: Path) -> dict:
+    """README's try-out in a fresh copy of `source` under `workdir`, as a user runs it."""
+    target = checkout(source, workdir / "checkout", fresh=True)
+    steal, began = Steal(), time.monotonic()
+    done = snakemake(target, experiment="smoke", hide_gpus=False)
     wall = time.monotonic() - began
-    stolen = hardware.stolen_percent(ticks, hardware.cpu_ticks())
+    stolen = steal.percent()
     log = done.stdout + done.stderr
     (workdir / "snakemake.log").write_text(log)
     headline = (target / "results/smoke/report/headline.txt")
@@ -82,16 +74,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, nargs="+", default=[ROOT],
                         help="checkouts to time, taking turns")
     parser.add_argument("--runs", type=int, default=1, help="runs of each source")
-    parser.add_argument("--workdir", type=Path, default=WORK)
+    parser.add_argument("--workdir", type=Path, default=HERE)
     args = parser.parse_args(argv)
-    from mptbench.core.hardware import cpu_name
-
-    snakemake = str(Path(sys.executable).with_name("snakemake"))
-    print(f"CPU: {cpu_name()}; the try-out with {snakemake}", flush=True)
+    print(f"CPU: {machine()}; the try-out with {Path(sys.executable).with_name('snakemake')}",
+          flush=True)
     results: dict[int, list[dict]] = defaultdict(list)
     for turn in range(args.runs):
         for index, source in enumerate(args.source):
-            run = one_run(source.resolve(), args.workdir.resolve() / f"s{index}", snakemake)
+            run = one_run(source.resolve(), args.workdir.resolve() / f"s{index}")
             results[index].append(run)
             rules = ", ".join(f"{name} {s:.0f}" for name, s in sorted(run["rules"].items()))
             stolen = "-" if run["stolen_pct"] is None else f"{run['stolen_pct']:.1f}%"

@@ -1,6 +1,10 @@
 """What several benchmarks share: the machine they ran on, a fixture in Imagenette's layout and
-its cache, a copy of a checkout and a workflow run in it, a neighbour whose load comes and
-goes, and figures over processes through the production statistics (core/stats.py).
+its cache, a run's model and input as the train job builds them, a copy of a checkout, a
+workflow run in it and what the run wrote (its summary and run records), a neighbour whose load
+comes and goes, and figures over processes through the production statistics (core/stats.py).
+
+A script imports it first (`from common import ...`: the script's folder is on the path), which
+puts this checkout's src/ on the path too, so a checkout without `pip install -e .` works.
 
     python bench/common.py --neighbour 1 20 90 20 90 LOG   # what Neighbour starts
 """
@@ -77,23 +81,78 @@ def fixture(work: Path, image_size: int, train_per_class: int, val_per_class: in
 
 
 def compose_runs(model: str, image_size: int, policies: list[str], batch_size: int,
-                 overrides: list[str] = ()):
+                 overrides: list[str] = (), name: str = "bench"):
     """A comparison group's runs as the workflow composes them (the benchmark experiment)."""
     from mptbench.plan import Cell, compose_config, run_config
 
     cfg = compose_config(ROOT / "conf", "benchmark", [
-        "name=bench", f"dataset.image_size={image_size}", f"model=[{model}]",
+        f"name={name}", f"dataset.image_size={image_size}", f"model=[{model}]",
         f"policy=[{','.join(policies)}]", *overrides,
     ])
     return [run_config(cfg, Cell("local", model, "tensorflow", "pypi", "cpu", p, batch_size))
             for p in policies]
 
 
+def run_files(runs, folder: Path) -> dict[str, Path]:
+    """Each run's JSON in `folder`, by policy: what a fresh process reads to train it."""
+    from mptbench.core.contract import encode
+
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for run in runs:
+        files[run.policy.name] = folder / f"run-{run.policy.name}.json"
+        files[run.policy.name].write_text(json.dumps(encode(run)))
+    return files
+
+
+def job_env(run) -> dict[str, str]:
+    """What the supervisor gives its trainer (jobs/launcher.py): a fresh process starts from it."""
+    from mptbench.jobs.launcher import environment
+
+    return environment(run.variant.env, run.device.name, run.backend.name)
+
+
+# ---------------------------------------------------------------- a run in a plain process
+
+
+def load_run(run_json: str | Path):
+    """A run as run_files wrote it."""
+    from mptbench.core.contract import Run, decode
+
+    return decode(Run, json.loads(Path(run_json).read_text()))
+
+
+def job_model(keras, run, prepared: dict, steps_per_execution: int | None = None):
+    """The run's model as the train job builds it (engine/models.py), from the run's seed,
+    in a process that imported Keras itself (no engine start); steps per execution the run's
+    block_steps unless given."""
+    from mptbench.engine.models import build_model, jit_setting
+
+    size, classes = prepared["image_size"], len(prepared["classes"])
+    keras.utils.set_random_seed(run.seed)
+    return build_model(run.model, (size, size, 3), classes, run.policy,
+                       jit_setting(run.variant.jit_compile),
+                       run.block_steps if steps_per_execution is None else steps_per_execution)
+
+
+def job_input(tf, run, prepared: dict, split: str = "train"):
+    """The run's tf.data input of `split` as the train job reads it (engine/pipeline.py)."""
+    from mptbench.engine.pipeline import input_pipeline
+
+    classes = len(prepared["classes"])
+    return input_pipeline(tf, prepared, split, run.cell.batch_size, run.dataset.input, run.seed,
+                          training=split == "train",
+                          one_hot_classes=classes if run.model.one_hot_labels else 0)
+
+
 # ---------------------------------------------------------------- the workflow in a copy
 
 
-def checkout(source: Path, target: Path) -> Path:
-    """A copy of `source`'s workflow in `target` (its results, if any, kept)."""
+def checkout(source: Path, target: Path, fresh: bool = False) -> Path:
+    """A copy of `source`'s workflow in `target`: its results, if any, kept, or with `fresh`
+    none (the copy made anew)."""
+    if fresh:
+        shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True, exist_ok=True)
     for name in WORKFLOW:
         src, dst = source / name, target / name
@@ -106,18 +165,46 @@ def checkout(source: Path, target: Path) -> Path:
     return target
 
 
-def snakemake(folder: Path, overrides: list[str], experiment: str = "benchmark",
-              extra: list[str] = ()) -> subprocess.CompletedProcess:
-    """`snakemake --cores 2` in `folder` with these Hydra overrides; its output kept in
-    <folder>/last_run.log."""
-    exe = Path(sys.executable).with_name("snakemake")
-    config = "overrides=[" + ",".join(f'"{o}"' for o in overrides) + "]"
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run([str(exe), "--cores", "2", *extra, "--config",
-                           f"experiment={experiment}", config],
-                          cwd=folder, env=env, capture_output=True, text=True)
+def snakemake(folder: Path, overrides: list[str] = (), experiment: str | None = "benchmark",
+              extra: list[str] = (), cores: int | str = 2, hide_gpus: bool = True,
+              show: bool = False) -> subprocess.CompletedProcess:
+    """`snakemake --cores N` in `folder` with these Hydra overrides, `extra` before its
+    --config (targets, --until, ...); without `experiment`, the workflow's default one. The
+    GPUs are hidden from it unless `hide_gpus` is false; with `show`, the command is printed
+    first. Its output is kept in <folder>/last_run.log."""
+    command = [str(Path(sys.executable).with_name("snakemake")), "--cores", str(cores), *extra]
+    config = [f"experiment={experiment}"] if experiment else []
+    if overrides:
+        config.append("overrides=" + json.dumps(list(overrides)))
+    if config:
+        command += ["--config", *config]
+    if show:
+        print("+ " + " ".join(command), flush=True)
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""} if hide_gpus else None
+    done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
     (folder / "last_run.log").write_text(done.stdout + done.stderr)
     return done
+
+
+def summary(folder: Path, name: str):
+    """The report's summary.csv of experiment `name` in the copy `folder` (a DataFrame)."""
+    import pandas as pd
+
+    return pd.read_csv(folder / "results" / name / "report" / "summary.csv")
+
+
+def records(folder: Path, name: str) -> list[dict]:
+    """The run records of experiment `name` in the copy `folder`, in the order of their paths."""
+    return [json.loads(path.read_text())
+            for path in sorted((folder / "results" / name / "runs").rglob("*.json"))]
+
+
+def interval(row, prefix: str, digits: int = 2) -> str:
+    """' (low-high)' of a summary row's `<prefix>_ci_low` and `_ci_high`; '' without one."""
+    low, high = row.get(f"{prefix}_ci_low"), row.get(f"{prefix}_ci_high")
+    if low is None or low != low:
+        return ""
+    return f" ({low:.{digits}f}-{high:.{digits}f})"
 
 
 # ---------------------------------------------------------------- a neighbour
@@ -238,7 +325,10 @@ def append_jsonl(path: Path, row: dict) -> None:
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    """The rows append_jsonl wrote (none where the file is not there yet)."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 if __name__ == "__main__":

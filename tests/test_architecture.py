@@ -1,7 +1,8 @@
 """The package's shape: packages follow the process walls, with no circle between packages or
 modules; only the engine imports a framework; in-house imports stand at the top of a module;
 short functions; a test file beside every module it tests; a feature goes by one name in every
-package, so `git ls-files | grep fits` finds all of it."""
+package, so `git ls-files | grep fits` finds all of it. The benchmarks (bench/) keep short
+functions too, and use the package through its public names only."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from mptbench.plan import schema
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "mptbench"
+BENCH = ROOT / "bench"
 MAX_FUNCTION_LINES = 60
 # What each package may import of the others. The core imports nothing else of mptbench; the
 # plan (the Snakefile's parse), the job side (a Snakemake job's own Python) and the report
@@ -183,15 +185,103 @@ def test_axis_order_and_backend_names_are_defined_once():
     assert tuple(backends.BACKENDS) == BACKENDS and tuple(kernels.KERNELS) == BACKENDS
 
 
-def test_no_function_is_longer_than_60_lines():
+def _long_functions(paths) -> list[str]:
+    """'path:line name (lines)' of every function over MAX_FUNCTION_LINES in `paths`."""
     long = []
-    for path in PACKAGE.rglob("*.py"):
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 lines = node.end_lineno - node.lineno + 1
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines})")
+    return long
+
+
+def test_no_function_is_longer_than_60_lines():
+    long = _long_functions(PACKAGE.rglob("*.py"))
     assert not long, long
+
+
+def test_no_benchmark_function_is_longer_than_60_lines():
+    """bench/ is held to the package's measure: a benchmark's steps are named functions."""
+    long = _long_functions(sorted(BENCH.glob("*.py")))
+    assert not long, long
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_uses(tree: ast.AST) -> list[str]:
+    """mptbench's private names a module uses: imported (`from mptbench.x import _y`, or from a
+    private module), or read off a name an mptbench import bound (`schema._validator`)."""
+    bound, found = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "mptbench":
+                    bound.add(alias.asname or "mptbench")
+                    found += [alias.name] if any(map(_private, alias.name.split("."))) else []
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            if node.module.split(".")[0] == "mptbench":
+                for alias in node.names:
+                    bound.add(alias.asname or alias.name)
+                    dotted = f"{node.module}.{alias.name}"
+                    found += [dotted] if any(map(_private, dotted.split("."))) else []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in bound:
+                found.append(ast.unparse(node))
+    return found
+
+
+def _trees(path: Path):
+    """A file's syntax tree, and that of any Python it holds in a string naming mptbench (code
+    a benchmark runs in a fresh interpreter, `python -c`)."""
+    tree = ast.parse(path.read_text())
+    yield tree
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if "mptbench" in node.value:
+                try:
+                    yield ast.parse(node.value)
+                except SyntaxError:
+                    continue
+
+
+def test_benchmarks_use_no_private_name_of_the_package():
+    """bench/ imports the production code it measures, never a copy of it, and only through
+    its public names: a private one may change with nothing in bench/ run to notice."""
+    found = [
+        f"{path.relative_to(ROOT)}: {use}"
+        for path in sorted(BENCH.glob("*.py"))
+        for tree in _trees(path)
+        for use in _private_uses(tree)
+    ]
+    assert not found, found
+
+
+def test_the_private_name_check_fails_on_a_private_use(tmp_path):
+    """The check above is not vacuous: each way to reach a private name is caught, in code
+    and in code held in a string; public names and other packages' private ones pass."""
+    for source in (
+        "from mptbench.report.summary import _tflops",
+        "from mptbench.plan import schema\nschema._validator()",
+        "import mptbench.plan.schema as s\ns._validator()",
+        "import mptbench.core.stats\nmptbench.core.stats._x",
+        "from mptbench.engine._private import run",
+    ):
+        assert _private_uses(ast.parse(source)), source
+    public = "from mptbench.core import stats\nstats.of_logs([1.0])\nimport os\nos._exit(0)"
+    assert not _private_uses(ast.parse(public))
+    script = tmp_path / "script.py"
+    script.write_text('CODE = "from mptbench.plan import schema; schema._validator()"\n')
+    assert [use for tree in _trees(script) for use in _private_uses(tree)] == [
+        "schema._validator"
+    ]
 
 
 def test_no_formatter_markers_where_no_formatter_runs():

@@ -66,6 +66,23 @@ def policy_of_record(record: dict[str, Any]) -> Policy:
     return policy
 
 
+def weighted_peak(calibration: dict, dtype: str, work: dict[str, float]) -> float | None:
+    """TFLOP/s of `work` (FLOPs by kind: conv, matmul) at the calibrated peaks of `dtype`: a
+    FLOP-weighted harmonic mean, so a model that is all convolution is held to the conv peak.
+    Framework- and pandas-free: the report and bench/bench_gpu.py both read a cell's peak so."""
+    if not sum(work.values()):
+        return None
+    rates = {kind: _tflops(calibration, kind, dtype) for kind in work if work[kind]}
+    if not all(rates.values()):
+        return None
+    seconds = sum(work[kind] / (rates[kind] * 1e12) for kind in rates)
+    return sum(work.values()) / seconds / 1e12
+
+
+def _tflops(calibration: dict, kind: str, dtype: str) -> float | None:
+    return ((calibration.get(kind) or {}).get(dtype) or {}).get("tflops")
+
+
 def order(policies: dict[str, tuple[bool, str]]) -> list[str]:
     """Policy names: the baseline first, then by compute dtype (float32, float16, bfloat16,
     others), then by name. `policies` maps a name to (is the baseline, its compute dtype)."""

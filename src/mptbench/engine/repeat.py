@@ -18,6 +18,7 @@ import gc
 import math
 import statistics
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,9 +51,10 @@ class Arm:
         return self.run.policy.name
 
 
-def step_clock(run: Run) -> timing.StepClock:
+def step_clock(run: Run, now=time.perf_counter) -> timing.StepClock:
     """This repeat's share of the cell's time budget, and the step-time guard; past the
-    cell's epochs it times up to its minimum only."""
+    cell's epochs it times up to its minimum only. `now`: the clock it reads (a simulation's
+    own time, in bench/bench_coverage.py)."""
     train = run.train
     return timing.StepClock(
         train.warmup_steps,
@@ -63,6 +65,7 @@ def step_clock(run: Run) -> timing.StepClock:
         step_limit_s=train.max_step_seconds,
         warmup_seconds=train.warmup_seconds,
         epochs=train.epochs,
+        now=now,
     )
 
 

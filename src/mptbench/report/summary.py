@@ -16,7 +16,7 @@ from mptbench.core import policies as policy_facts
 from mptbench.core.cells import AXES, GROUP_AXES
 from mptbench.core.hardware import mismatch as hardware_mismatch
 from mptbench.core.outcomes import Outcome
-from mptbench.core.policies import policy_of_record
+from mptbench.core.policies import policy_of_record, weighted_peak
 from mptbench.core.record import COLUMNS, FIELDS, interval
 
 # A report group: one model on one Keras backend, with one variant, on one device.
@@ -48,10 +48,6 @@ def hardware(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _tflops(calibration: dict, kind: str, dtype: str) -> float | None:
-    return ((calibration.get(kind) or {}).get(dtype) or {}).get("tflops")
-
-
 def peaks(calibration: dict[str, Any] | None, dtype: str, row: dict[str, Any]) -> dict[str, Any]:
     """The cell's peak: its convolution FLOPs at the conv peak and its dense FLOPs at the
     matmul peak of its compute dtype (a FLOP-weighted harmonic mean); and MFU against it."""
@@ -73,18 +69,6 @@ def peaks(calibration: dict[str, Any] | None, dtype: str, row: dict[str, Any]) -
     if float32:
         out["peak_vs_float32"] = peak / float32
     return out | _mfu(row, peak)
-
-
-def weighted_peak(calibration: dict, dtype: str, work: dict[str, float]) -> float | None:
-    """TFLOP/s of `work` (FLOPs by kind: conv, matmul) at the calibrated peaks of `dtype`: a
-    FLOP-weighted harmonic mean, so a model that is all convolution is held to the conv peak."""
-    if not sum(work.values()):
-        return None
-    rates = {kind: _tflops(calibration, kind, dtype) for kind in work if work[kind]}
-    if not all(rates.values()):
-        return None
-    seconds = sum(work[kind] / (rates[kind] * 1e12) for kind in rates)
-    return sum(work.values()) / seconds / 1e12
 
 
 def _mfu(row: dict[str, Any], peak: float) -> dict[str, Any]:

@@ -228,3 +228,14 @@ def test_cells_of_one_process_give_no_verdict_and_say_why():
         "seed_convnet on gpu0: No verdict: mixed_bfloat16 at batch 256 runs 0.58× float32's "
         "best, with no interval to judge by; 20 epochs with validation: 14 min → 6.2 min."
     )
+
+
+@pytest.mark.parametrize("epochs, said", [(1, "1 epoch with validation"),
+                                          (20, "20 epochs with validation")])
+def test_the_whole_run_is_named_in_words(epochs, said):
+    import pandas as pd
+
+    from mptbench.report.answer import run_words
+
+    rows = pd.DataFrame([{"fullrun_epochs": epochs, "fullrun_validates": True}])
+    assert run_words(rows) == said

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 from records import summary_row
 
-from mptbench.report.causes import why
+from mptbench.report.causes import prediction_sentence, why
 
 
 def _rows(**columns):
@@ -188,3 +188,11 @@ def test_the_probes_predictions_are_judged():
     text = " ".join(why(rows))
     assert "The probe predicted 3 cells' steps within 10% (median |prediction_error|)" in text
     assert "worst +60% (float32 at batch 128), 1 beyond ±30%." in text
+
+
+@pytest.mark.parametrize("cells, said", [(1, "The probe predicted 1 cell's steps within"),
+                                          (2, "The probe predicted 2 cells' steps within")])
+def test_the_prediction_sentence_counts_its_cells_in_words(cells, said):
+    rows = pd.DataFrame([summary_row(batch_size=8 * (i + 1), prediction_error=0.1)
+                         for i in range(cells)])
+    assert prediction_sentence(rows).startswith(said)

@@ -126,7 +126,7 @@ def run_words(rows: pd.DataFrame) -> str:
     if epochs is None:
         return "a whole run"
     validates = " with validation" if _first(rows, "fullrun_validates") else ""
-    return f"{int(epochs)} epochs{validates}"
+    return f"{int(epochs)} epoch{'s' if int(epochs) != 1 else ''}{validates}"
 
 
 def _ratio(estimate: stats.Estimate, of: str = "") -> str:

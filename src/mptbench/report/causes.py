@@ -138,8 +138,9 @@ def prediction_sentence(rows: pd.DataFrame) -> str | None:
         return None
     worst = errors.loc[errors["prediction_error"].abs().idxmax()]
     off = errors[errors["prediction_error"].abs() > PREDICTION_OFF]
+    cells = "1 cell's" if len(errors) == 1 else f"{len(errors)} cells'"
     text = (
-        f"The probe predicted {len(errors)} cells' steps within "
+        f"The probe predicted {cells} steps within "
         f"{100 * errors['prediction_error'].abs().median():.0f}% (median |prediction_error|); "
         f"worst {100 * worst['prediction_error']:+.0f}% ({worst['policy']} at batch "
         f"{int(worst['batch_size'])})"

@@ -6,11 +6,11 @@ test_workflow.py's runs)."""
 import mlflow
 import pandas as pd
 import pytest
-from workflow_helpers import MACHINE, every_cell_has_an_mfu, snakemake, warm_copy
+from workflow_helpers import MACHINE, every_cell_has_an_mfu, warm_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.workflow]
 
-# The (model, backend) pairs that run: each with float32 and mixed_float16 at batch 4.
+# The (model, backend) pairs that run: each with float32 and mixed_bfloat16 at batch 4.
 CELLS = {("seed_convnet", "tensorflow"), ("seed_convnet", "jax"), ("mobilenet_v2", "tensorflow")}
 
 
@@ -19,14 +19,10 @@ def backends_run(tmp_path_factory, warm):
     """The smoke_backends experiment (two models, two Keras backends) in a warm copy of its
     own (so another worker runs it beside the smoke checkout's tests); returns the copy and its
     combined output."""
-    checkout = warm_copy(warm, tmp_path_factory.mktemp("backends"))
     # One process per group: what is checked here is which cells ran where and what the report
     # says of them, not an interval (smoke's two processes per group show those).
-    once = 'overrides=["train.repeats=1","train.max_repeats=1"]'
-    done = snakemake(checkout, "--cores", "2", "--config", "experiment=smoke_backends", once,
-                     timeout=1200)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return checkout, done.stdout + done.stderr
+    return warm_run(warm, tmp_path_factory.mktemp("backends"), "smoke_backends",
+                    "train.repeats=1", "train.max_repeats=1")
 
 
 def test_two_models_and_two_backends_are_compared_side_by_side(backends_run):

@@ -6,7 +6,7 @@ worker runs it beside test_workflow.py's runs)."""
 import mlflow
 import pandas as pd
 import pytest
-from workflow_helpers import MACHINE, snakemake, warm_copy
+from workflow_helpers import MACHINE, warm_run
 
 from mptbench.core import isa
 
@@ -19,13 +19,9 @@ POLICIES = {"float32", "mixed_bfloat16", "mixed_float16"}
 def torch_run(tmp_path_factory, warm):
     """The try-out on Keras-on-PyTorch alone, at one batch size (what is checked is that every
     rule runs on it, not the timing); returns the copy and its combined output."""
-    checkout = warm_copy(warm, tmp_path_factory.mktemp("torch"))
-    overrides = ('overrides=["name=smoke_torch","backend=[torch]","sweep.batch_sizes=[4]",'
-                 '"train.repeats=1","train.max_repeats=1"]')
-    done = snakemake(checkout, "--cores", "2", "--config", "experiment=smoke", overrides,
-                     timeout=1200)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return checkout, done.stdout + done.stderr
+    return warm_run(warm, tmp_path_factory.mktemp("torch"), "smoke", "name=smoke_torch",
+                    "backend=[torch]", "sweep.batch_sizes=[4]", "train.repeats=1",
+                    "train.max_repeats=1", "train.synthetic_twin=false")
 
 
 def test_keras_on_pytorch_runs_every_rule_and_says_what_it_cannot_give(torch_run):

@@ -14,15 +14,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.workflow]
 
 
 def test_variants_run_side_by_side_with_their_own_settings(tmp_path_factory, warm):
-    """Each variant's cells in its own environment and settings, instruction-set caps among
-    them; timed once each, without the step-time probe and the synthetic twin (what is checked
-    here is the variants', not the timing's). A capped cell's kernels stay within its cap, as
-    oneDNN itself names them; what the cap cannot run is unsupported, in oneDNN's words."""
+    """Each variant's cells in its own environment and settings: two instruction-set caps
+    side by side, timed once each, without the step-time probe and the synthetic twin (what is
+    checked here is the variants', not the timing's). A capped cell's kernels stay within its
+    cap, as oneDNN itself names them; what the cap cannot run is unsupported, in oneDNN's
+    words. pypi and pypi_xla are planned (the dry run), not run: the smoke runs pypi, and
+    tests/jobs/test_calibrate.py compiles pypi_xla's calibration."""
     smoke = warm_copy(warm, tmp_path_factory.mktemp("variants"))
     caps = ["isa_avx2", "isa_avx512_core"]
     if isa.lacks("AVX512_CORE", isa.cpu_flags()):  # a CPU without AVX-512: left out (below)
         caps = ["isa_avx", "isa_avx2"]
-    overrides = f'overrides=["name=smoke_variants","variant=[pypi,pypi_xla,{",".join(caps)}]",'
+    overrides = f'overrides=["name=smoke_variants","variant=[{",".join(caps)}]",'
     overrides += '"policy=[float32,mixed_bfloat16]","sweep.batch_sizes=[8]","train.repeats=1",'
     overrides += '"train.max_repeats=1","train.profile_steps=0","sweep.fit_search=false",'
     overrides += '"train.max_step_seconds=null","train.synthetic_twin=false",'
@@ -30,7 +32,7 @@ def test_variants_run_side_by_side_with_their_own_settings(tmp_path_factory, war
     # TensorFlow-only variants pair with tensorflow alone, said once, not an error; a cap
     # above this machine is left out, said once too.
     dry = snakemake(smoke, "-n", "--config", "experiment=smoke_backends",
-                    overrides.replace(",".join(caps), "isa_avx2,isa_amx"))
+                    overrides.replace(",".join(caps), "pypi,pypi_xla,isa_avx2,isa_amx"))
     assert dry.returncode == 0, dry.stderr[-3000:]
     out = dry.stdout + dry.stderr
     assert out.count("variant pypi_xla runs on tensorflow only: no jax cells with it") == 1
@@ -50,13 +52,10 @@ def test_variants_run_side_by_side_with_their_own_settings(tmp_path_factory, war
     done = snakemake(smoke, "--cores", "2", "--config", "experiment=smoke", overrides)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout + done.stderr
-    # pypi's calibration (same settings as smoke's) is reused; only the new variants calibrate.
-    assert job_counts(out)["calibrate"] == 3
+    assert job_counts(out)["calibrate"] == 2  # one per cap: each its own peaks
     summary = pd.read_csv(smoke / "results/smoke_variants/report/summary.csv")
-    assert sorted(set(summary["variant"])) == sorted(["pypi", "pypi_xla", *caps])
+    assert sorted(set(summary["variant"])) == sorted(caps)
     by_cell = summary.set_index(["variant", "policy"])
-    assert bool(by_cell.loc[("pypi_xla", "float32"), "xla"])
-    assert not bool(by_cell.loc[("pypi", "float32"), "xla"])
     assert (by_cell["onednn"] == "on").loc[caps].all()  # a cap turns oneDNN on to take
     for cap in caps:
         for policy in ("float32", "mixed_bfloat16"):

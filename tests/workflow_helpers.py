@@ -74,6 +74,19 @@ def warm_copy(warm: Path, root: Path) -> Path:
     return root
 
 
+def warm_run(warm: Path, root: Path, experiment: str, *overrides: str) -> tuple[Path, str]:
+    """The experiment with these Hydra overrides, on 2 cores, in a warm copy (`warm_copy`) in
+    `root`: the copy and the run's combined output; a failed run fails the test with its log's
+    end."""
+    checkout = warm_copy(warm, root)
+    config = ["--config", f"experiment={experiment}"]
+    if overrides:
+        config.append("overrides=[" + ",".join(f'"{o}"' for o in overrides) + "]")
+    done = snakemake(checkout, "--cores", "2", *config, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return checkout, done.stdout + done.stderr
+
+
 def snakemake(cwd: Path, *args: str, timeout: float = 600, env: dict | None = None):
     """Run this environment's snakemake CLI on the CPU only; returns the CompletedProcess."""
     env = {**(os.environ if env is None else env), "CUDA_VISIBLE_DEVICES": ""}

@@ -56,8 +56,10 @@ TORCH = Framework(
 FRAMEWORKS: tuple[Framework, ...] = (TENSORFLOW, JAX, TORCH)
 BY_NAME = {f.name: f for f in FRAMEWORKS}
 NAMES = tuple(BY_NAME)
-# Every record field that holds a framework's version, in order (Keras' own is apart).
+# Every record field that holds a framework's version, in order (Keras' own is apart), and how
+# the report names it: 'TensorFlow' for tensorflow, a field no framework is named by as it is.
 VERSION_FIELDS = tuple(v for f in FRAMEWORKS for v in f.versions)
+VERSION_TITLES = {v: BY_NAME[v].title if v in BY_NAME else v for v in VERSION_FIELDS}
 
 
 def framework(name: str) -> Framework:

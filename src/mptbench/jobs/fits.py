@@ -103,9 +103,14 @@ def search(
     return found
 
 
+def limit_setting(device: Device) -> str:
+    """The setting the tries' memory limit comes from."""
+    return f"device.{device.kind}.fits_search_mb"
+
+
 def memory_limit(run: Run, limit_mb: int | None) -> dict[str, Any]:
     """The limit the tries run under, and where it comes from."""
-    setting = f"device.{Device(run.cell.device).kind}.fits_search_mb"
+    setting = limit_setting(Device(run.cell.device))
     if limit_mb:
         return {"fits_search_mb": limit_mb, "memory_limit": f"{setting}={limit_mb}"}
     return {"fits_search_mb": None, "memory_limit": f"the device's own memory, {setting} null"}
@@ -126,14 +131,14 @@ def what_fits(
     device = Device(run.cell.device)
     engine = Engine(python, run_environment(run))
     scratch = Path(out).with_name(f".{Path(out).name}.try")
+    # On a GPU the framework holds the limit; on a CPU the supervisor does, naming it.
+    cpu_limit = (None if device.is_gpu or not limit_mb
+                 else memory.Limit(limit_mb, limit_setting(device)))
 
     def attempt(batch: int) -> FitResult:
         tried = replace(run, cell=replace(run.cell, batch_size=batch))
         job = FitJob(str(scratch), tried, prepared, steps, limit_mb)
-        # On a GPU the framework holds the limit; on a CPU the supervisor does, naming it.
-        setting = f"device.{device.kind}.fits_search_mb"
-        limit = None if device.is_gpu or not limit_mb else memory.Limit(limit_mb, setting)
-        finished = engine.launch(job, FitResult, limit)
+        finished = engine.launch(job, FitResult, cpu_limit)
         if finished.death:
             outcome, reason = finished.death
             print(f"batch {batch}: {outcome}: {reason}", flush=True)

@@ -128,8 +128,8 @@ def _composition_error(conf_dir: Path, exc: Exception) -> ConfigError:
             f"override of '{key.group(1)}': a setting its yaml leaves out; add it with a "
             f"leading + (+{key.group(1)}=...)"
         )
-    if key and schema.renamed(key.group(1)):
-        return ConfigError(f"override of '{key.group(1)}': renamed {schema.renamed(key.group(1))}")
+    if key and (new := schema.renamed(key.group(1))):
+        return ConfigError(f"override of '{key.group(1)}': renamed {new}")
     if key:
         return ConfigError(f"override of unknown key '{key.group(1)}': no such key in the config")
     return ConfigError(text.strip().splitlines()[0])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mptbench.core.frameworks import BY_NAME, VERSION_FIELDS
+from mptbench.core.frameworks import VERSION_TITLES
 from mptbench.plan.layout import GROUP_DIAGNOSIS, GROUP_TABLE, PUBLISHED_PLOT, group_file
 from mptbench.report import sections
 from mptbench.report.answer import answers
@@ -57,11 +57,6 @@ HOW_TO_READ = (
 )
 
 
-def _title(field: str) -> str:
-    """'TensorFlow' for tensorflow; a version field that is no framework's name as it is."""
-    return BY_NAME[field].title if field in BY_NAME else field
-
-
 def _env():
     import jinja2
 
@@ -88,7 +83,7 @@ def render_html(
     meta = (
         f"Model {unique(summary['model'])} on {unique(summary['dataset'])} at "
         f"{unique(summary['image_size'])} px; backend {unique(summary['backend'])}; "
-        + "".join(f"{_title(field)} {unique(summary[field])}, " for field in VERSION_FIELDS
+        + "".join(f"{title} {unique(summary[field])}, " for field, title in VERSION_TITLES.items()
                   if field in summary and summary[field].notna().any())
         + f"Keras {unique(summary['keras'])}; "
         f"host {unique(summary['host'])}; machine {unique(summary['machine'])}."

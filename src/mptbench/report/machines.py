@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mptbench.core.frameworks import BY_NAME, VERSION_FIELDS
+from mptbench.core.frameworks import VERSION_TITLES
 from mptbench.core.outcomes import Outcome
 from mptbench.report.sections import device_label, unique
 from mptbench.report.summary import policies
@@ -15,7 +15,7 @@ from mptbench.report.tables import cell, interleaved, policy_table
 
 # What must agree for two machines' cells to be compared as they are.
 MEASURED_WITH = {"mptbench": "mptbench",
-                 **{v: BY_NAME[v].title if v in BY_NAME else v for v in VERSION_FIELDS},
+                 **VERSION_TITLES,
                  "keras": "Keras",
                  "parameters": "parameters", "image_size": "px"}
 

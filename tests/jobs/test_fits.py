@@ -103,14 +103,14 @@ def test_under_a_small_limit_the_search_finds_a_finite_largest_batch_with_oom_ab
     assert largest and failed and largest < failed <= 1.1 * largest + 1, found["stopped_by"]
     tries = {t["batch_size"]: t for t in found["tries"]}
     assert tries[largest]["outcome"] == "ok"
-    assert tries[largest]["peak_mb"] <= 1024 and tries[largest]["peak_source"].startswith("cgroup")
+    # What the limit counted of the largest fit is under it; the peak is the trainer's own.
+    assert tries[largest]["limit_counted_mb"] <= 1024 and tries[largest]["peak_source"] == "VmHWM"
     # Above it: the kernel's OOM kill of the trainer's own cgroup, named.
     assert tries[failed]["outcome"] == "oom" and "oom_kill" in tries[failed]["reason"]
     assert tries[failed]["reason"].endswith("the limit device.cpu.fits_search_mb=1024)")
     assert found["memory_limit"] == "device.cpu.fits_search_mb=1024"
-    # Well under the limit a larger batch takes more; near it the kernel reclaims the cgroup's
-    # page cache, so the figures there say "fit", not by how much.
+    # A larger batch takes more, every batch that fit: the resident peak has no page cache in
+    # it (the cgroup's count had: 638 MB at batch 32, 543 at 64, in one run).
     peaks = [tries[b]["peak_mb"] for b in sorted(tries) if tries[b]["outcome"] == "ok"]
-    low = [p for p in peaks if p < 0.75 * 1024]
-    assert len(low) >= 2 and low == sorted(low), found["tries"]
+    assert len(peaks) >= 3 and peaks == sorted(peaks), found["tries"]
     assert found["fingerprint"]["cpu"]["logical_cores"] >= 1

@@ -214,7 +214,7 @@ FIELDS: tuple[Field, ...] = (
     ),
     M("twin_note", str, doc="why no synthetic twin ran"),
     F("peak_memory_mb", float, metric=True, doc="a short run at this batch (sweep.fit_search)"),
-    F("peak_memory_source", str, doc="the framework's GPU peak, cgroup peak or VmHWM"),
+    F("peak_memory_source", str, doc="the framework's GPU peak, or VmHWM"),
     D(
         "memory_vs_baseline",
         float,

@@ -209,10 +209,7 @@ class Engine:
                 raise EngineFailed(_why(code, out))
             result = decode(result_type, read_json(out))
             if isinstance(job, FitJob) and result.peak_source in (RESIDENT_PEAK, RUSAGE_PEAK):
-                result.peak_mb, result.peak_source = evidence.own_peak() or (
-                    result.peak_mb,
-                    result.peak_source,
-                )
+                result.limit_counted_mb = evidence.counted_mb()
             return Finished(result, cpu_percent=cpu_percent(usage),
                             kernels=output.kernels if output.asked else None)
         finally:

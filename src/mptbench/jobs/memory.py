@@ -190,8 +190,10 @@ class Evidence:
         """The kernel's limit on the trainer's own cgroup; False where it has none."""
         return self.own is not None and self.own.set_limit(mb)
 
-    def own_peak(self) -> tuple[float, str] | None:
-        return self.own.peak_mb() if self.own is not None else None
+    def counted_mb(self) -> float | None:
+        """The most the trainer's own cgroup held (MB): what a limit on it counts."""
+        peak = self.own.peak_mb() if self.own is not None else None
+        return peak[0] if peak else None
 
     def release(self) -> None:
         if self.own is not None:

@@ -67,6 +67,14 @@ def sentence(search: dict, baseline: dict) -> str:
     return f"{name} fits the same largest batch as {base_name}, {mine} ({limit})."
 
 
+def _source(tried: dict) -> str | None:
+    """Where a try's peak came from, and what its cgroup's limit counted beside it."""
+    counted = tried.get("limit_counted_mb")
+    if counted is None:
+        return tried.get("peak_source")
+    return f"{tried.get('peak_source')}; its cgroup counted {counted:.0f} MB, page cache included"
+
+
 def _peaks_table(searches: list[dict]) -> dict:
     """Batch sizes as rows, per policy the peak memory of its try (or its outcome), and the
     ratio to the baseline's peak at the same batch size."""
@@ -88,7 +96,7 @@ def _peaks_table(searches: list[dict]) -> dict:
                 b = tries.get(base, {}).get(batch) if base else None
                 if b and b["outcome"] == Outcome.OK and s["policy"] != base and b["peak_mb"]:
                     ratio = f"{t['peak_mb'] / b['peak_mb']:.2f}× {base}"
-                row.append(cell(f"{t['peak_mb']:.0f}", title=t.get("peak_source"), small=ratio))
+                row.append(cell(f"{t['peak_mb']:.0f}", title=_source(t), small=ratio))
         rows.append(row)
     return {"head": head, "rows": rows}
 

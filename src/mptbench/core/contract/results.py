@@ -126,8 +126,11 @@ class ModelInfo:
 class FitResult:
     """One try of a batch size: its outcome (ok, oom, ...) and, where it ran, its peak memory
     and where that figure comes from (the framework's device peak on a GPU; on a CPU the
-    trainer's own cgroup's peak, else its own peak resident set, VmHWM; ru_maxrss, which holds
-    its supervisor's peak too, only without /proc)."""
+    trainer's own peak resident set, VmHWM; ru_maxrss, which holds its supervisor's peak too,
+    only without /proc). On a CPU with a cgroup of its own, `limit_counted_mb` is that cgroup's
+    peak: what its limit counted, page cache included. Which process read a file first decides
+    whose cgroup pays for it, so that figure can read the smaller of two batches higher where
+    their resident peaks grow with the batch: the peak is VmHWM."""
 
     batch_size: int
     outcome: str
@@ -136,6 +139,7 @@ class FitResult:
     peak_source: str | None = None
     step_s: list[float] = field(default_factory=list)
     fingerprint: dict[str, Any] = field(default_factory=dict)
+    limit_counted_mb: float | None = None
 
 
 @dataclass

@@ -3,6 +3,7 @@ on the same port and store when a test takes it away and brings it back."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -31,7 +32,11 @@ class MlflowServer:
             self.command += ["--artifacts-destination", str(artifacts)]
         if app:
             self.command += ["--app-name", app]
-        self.env, self.cwd = env, cwd or store.parent
+        # No job runner: MLflow 3 starts one (huey consumers) for GenAI jobs that no test asks
+        # for, and it cost more CPU than the server itself.
+        self.env = {**(os.environ if env is None else env),
+                    "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+        self.cwd = cwd or store.parent
         self.log = self.cwd / f"mlflow-server-{self.port}.log"
         self.process: subprocess.Popen | None = None
 

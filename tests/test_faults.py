@@ -58,13 +58,15 @@ def test_kill_9_during_the_download(checkout, clean, mirror):
 
 
 def test_kill_9_while_the_cache_is_built(checkout, clean):
-    bigger = ["dataset.image_size=40"]  # a cache not built yet
-    process = faults.start(checkout, "f_prepare", *bigger)
+    # A cache not built yet, of the same images at the same size: the calibration and the
+    # model's description stand (a new size would measure both again).
+    another = ["dataset.name=rebuilt-smoke"]
+    process = faults.start(checkout, "f_prepare", *another)
     tfds = checkout / "resources" / "tfds"
     wait_for(lambda: list(tfds.rglob("*incomplete*")), process, "cache build")
     faults.kill_all(process)
-    assert not (tfds / "imagenette2-320-smoke-40px.json").exists()
-    faults.rerun(checkout, "f_prepare", *bigger)
+    assert not (tfds / f"rebuilt-smoke-{SMOKE_PX}px.json").exists()
+    faults.rerun(checkout, "f_prepare", *another)
     faults.assert_whole(checkout, "f_prepare", clean)
 
 

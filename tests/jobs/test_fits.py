@@ -96,7 +96,7 @@ def test_under_a_small_limit_the_search_finds_a_finite_largest_batch_with_oom_ab
     # float32 is fast on every CPU (bfloat16 is emulated, and slow, without AVX512_BF16).
     run = smoke_cell_run(batch_size=16)
     out = tmp_path / "float32.json"
-    found = what_fits(sys.executable, run, _prepared(tmp_path, 128), str(out), [32, 64],
+    found = what_fits(sys.executable, run, _prepared(tmp_path, 128), str(out), [64],
                       cap=2048, steps=2, limit_mb=1024)
     assert json.loads(out.read_text()) == found
     largest, failed = found["largest_fit"], found["smallest_failed"]

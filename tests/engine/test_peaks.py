@@ -118,6 +118,7 @@ def test_jax_peaks_are_measured_with_jitted_lax_kernels():
         assert conv_at(steps, dtype, [2, 9, 9, 8, 8], 5, 0.05, stride=2)["tflops"] > 0
 
 
+@pytest.mark.slow  # compiles JAX kernels in this process: about 4 s
 def test_a_conv_step_computes_its_forward_pass_and_both_gradients():
     """A step that skipped the forward convolution would time two thirds of the FLOPs it is
     credited with: its value is the forward output's sum plus both gradients' sums."""

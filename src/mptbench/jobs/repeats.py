@@ -87,8 +87,8 @@ def planned(results: dict[str, list[ArmResult]], runs: list[Run], active: list[R
 
 # A first stage settles a verdict only at this stricter confidence: stopping early is a second
 # look at the data, and judging it at 95% too would call a copy of the baseline faster or
-# slower more often than 1 time in 20 (bench_coverage.py: 6.0% at 95% for a policy with a
-# process effect of its own, 4.3% at 99%; at 99% at most 1% can be added to the final 5%).
+# slower more often than 1 time in 20 (at 99% at most 1% can be added to the final 5%; how
+# often a copy is called faster or slower is bench_coverage.py's "A/A false", bench/README.md).
 SETTLE_CONFIDENCE = 0.99
 
 

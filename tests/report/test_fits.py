@@ -51,3 +51,17 @@ def test_the_section_has_peaks_with_their_ratio_and_the_published_card():
         "Published (2020), Quadro M2200 (4 GB): mixed_float16 fit batch 256 where float32 "
         "fit 128 (larger batches: OOM)."
     )
+
+
+def test_a_cpu_peak_names_its_source_and_what_its_cgroup_counted():
+    """The peak is the trainer's own (VmHWM); what its cgroup's limit counted, page cache
+    included, is said beside it, not put in its place."""
+    search = _search("float32", 64, None, baseline=True)
+    for tried in search["tries"]:
+        tried["peak_source"] = "VmHWM"
+    search["tries"][0]["limit_counted_mb"] = 543.4
+    (group,) = fits_sections([search], load_published())["groups"]
+    peaks = {row[0]["text"]: row[1] for row in group["peaks"]["rows"]}
+    assert peaks[32]["text"] == "320"
+    assert peaks[32]["title"] == "VmHWM; its cgroup counted 543 MB, page cache included"
+    assert peaks[64]["title"] == "VmHWM"  # none counted: no cgroup of its own

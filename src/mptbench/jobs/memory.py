@@ -101,11 +101,12 @@ class Cgroup:
             (self.path / files[1]).write_text(value if self.version == 1 else "0")
         return True
 
-    def peak_mb(self) -> tuple[float, str] | None:
-        """The most memory it has held (MB) and the file that says so, where one does."""
+    def peak_mb(self) -> float | None:
+        """The most memory it has held (MB), where a file says so (memory.peak, or
+        memory.max_usage_in_bytes on cgroup v1)."""
         name = "memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"
         try:
-            return int((self.path / name).read_text().split()[0]) / 2**20, f"cgroup {name}"
+            return int((self.path / name).read_text().split()[0]) / 2**20
         except (OSError, ValueError, IndexError):
             return None
 
@@ -192,8 +193,7 @@ class Evidence:
 
     def counted_mb(self) -> float | None:
         """The most the trainer's own cgroup held (MB): what a limit on it counts."""
-        peak = self.own.peak_mb() if self.own is not None else None
-        return peak[0] if peak else None
+        return self.own.peak_mb() if self.own is not None else None
 
     def release(self) -> None:
         if self.own is not None:

@@ -79,10 +79,8 @@ def warm_run(warm: Path, root: Path, experiment: str, *overrides: str) -> tuple[
     `root`: the copy and the run's combined output; a failed run fails the test with its log's
     end."""
     checkout = warm_copy(warm, root)
-    config = ["--config", f"experiment={experiment}"]
-    if overrides:
-        config.append("overrides=[" + ",".join(f'"{o}"' for o in overrides) + "]")
-    done = snakemake(checkout, "--cores", "2", *config, timeout=1200)
+    done = snakemake(checkout, "--cores", "2", "--config", *config_values(experiment, *overrides),
+                     timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     return checkout, done.stdout + done.stderr
 
@@ -108,10 +106,16 @@ def job_counts(output: str) -> dict[str, int]:
     return counts
 
 
+def config_values(experiment: str, *overrides: str) -> list[str]:
+    """The values after `--config` for an experiment with these Hydra overrides."""
+    if not overrides:
+        return [f"experiment={experiment}"]
+    return [f"experiment={experiment}", "overrides=[" + ",".join(f'"{o}"' for o in overrides) + "]"]
+
+
 def one_cell_config(name: str, *more: str) -> list[str]:
     """The values after `--config` for the smoke experiment on ONE_CELL, named `name`."""
-    overrides = ",".join(f'"{o}"' for o in (f"name={name}", *ONE_CELL, *more))
-    return ["experiment=smoke", f"overrides=[{overrides}]"]
+    return config_values("smoke", f"name={name}", *ONE_CELL, *more)
 
 
 def runs(db: Path, experiment: str) -> list[tuple[str, str, str]]:

@@ -23,11 +23,14 @@ def _model(name: str) -> ModelConfig:
     return decode(ModelConfig, {"name": name, **cfg})
 
 
+def _config(name: str) -> ModelConfig:
+    return _one_conv() if name == "one_conv" else _model(name)
+
+
 @functools.cache
 def _describe(name: str, size: int) -> ModelInfo:
     """The count made in this process (TensorFlow's)."""
-    config = _one_conv() if name == "one_conv" else _model(name)
-    return describe(DescribeJob("unused.json", config, size, 10))
+    return describe(DescribeJob("unused.json", _config(name), size, 10))
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +41,8 @@ def jax_count(tmp_path_factory):
 
     @functools.cache
     def count(name: str, size: int) -> ModelInfo:
-        config = _one_conv() if name == "one_conv" else _model(name)
         engine = Engine(sys.executable, environment(device="cpu", backend="jax"))
-        job = DescribeJob(str(folder / f"{name}-{size}.json"), config, size, 10)
+        job = DescribeJob(str(folder / f"{name}-{size}.json"), _config(name), size, 10)
         return engine.result(job, ModelInfo)
 
     return count

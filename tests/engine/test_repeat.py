@@ -26,7 +26,10 @@ def _repeat(session, run, prepared):
 
 
 def test_a_repeat_times_its_steps_and_its_twin(tf, prepared32):
-    run = smoke_run(epochs=2, steps_per_epoch=4, warmup_steps=2, timed_steps=6, min_timed_steps=3)
+    # Warm-up counted in steps alone: a first step of 10 s or more (a busy host) would end it
+    # after one step (train.warmup_seconds; test_timing holds that rule).
+    run = smoke_run(epochs=2, steps_per_epoch=4, warmup_steps=2, timed_steps=6, min_timed_steps=3,
+                    warmup_seconds=None)
     result = _repeat(tf, run, prepared32)
     assert result.outcome == "ok" and result.reason is None
     assert len(result.step_s) == 6  # 8 steps in all, the first 2 warm-up

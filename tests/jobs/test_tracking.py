@@ -12,7 +12,14 @@ import mlflow
 import pytest
 from mlflow_server import MlflowServer
 
-from mptbench.jobs.tracking import CELL_TAG, CellRun, fail_sweep, finish_sweep, init_experiment
+from mptbench.jobs.tracking import (
+    CELL_TAG,
+    CellRun,
+    fail_sweep,
+    finish_sweep,
+    init_experiment,
+    log_figures,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -45,6 +52,26 @@ def test_eight_concurrent_writers_lose_nothing(tmp_path):
     assert {r.info.status for r in runs} == {"FINISHED"}
     assert sorted(r.data.metrics["ms_per_step"] for r in runs) == [10.0 + i for i in range(8)]
     assert all(len(client.get_metric_history(r.info.run_id, "loss")) == 2 for r in runs)
+
+
+def test_a_reports_figures_reach_a_run_in_as_few_requests_as_mlflow_allows(tmp_path):
+    """950 metrics and 230 tags: three requests (MLflow refuses a batch of over 100 tags or
+    1000 metrics), and every figure arrives."""
+    tracking = init_experiment(f"sqlite:///{tmp_path / 'm.db'}", "figures", None,
+                               system_metrics=False)
+    client = mlflow.MlflowClient(tracking["tracking_uri"])
+    run_id = client.create_run(tracking["experiment_id"]).info.run_id
+    metrics = {f"m{i}": i / 2 for i in range(950)}
+    tags = {f"t{i}": i for i in range(230)}
+    calls = []
+    real = client.log_batch
+    client.log_batch = lambda *a, **kw: calls.append(1) or real(*a, **kw)
+    log_figures(client, run_id, metrics, tags)
+    assert len(calls) == 3
+    data = client.get_run(run_id).data
+    assert data.metrics == metrics
+    assert {k: v for k, v in data.tags.items() if k.startswith("t")} == {
+        k: str(v) for k, v in tags.items()}
 
 
 def _init(uri: str, name: str) -> str:

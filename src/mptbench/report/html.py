@@ -73,10 +73,11 @@ def render_html(
     breakdown: pd.DataFrame,
     ui_url: str | None = None,
     extra: sections.Extra | None = None,
+    groups: list[dict] | None = None,
 ) -> str:
     """The whole index.html: the answers first, then a section per device (its table, plots,
     where its time went and its diagnosis), the variants, accuracy, the published numbers,
-    every run."""
+    every run. `groups`: sections.all_groups' answer, where the caller has it already."""
     import markupsafe
 
     unique = sections.unique
@@ -97,7 +98,7 @@ def render_html(
             meta=meta,
             answers=answers(summary),
             how_to_read=HOW_TO_READ,
-            groups=sections.all_groups(summary, breakdown, extra),
+            groups=sections.all_groups(summary, breakdown, extra) if groups is None else groups,
             fits_published=(extra.fits or {}).get("published") if extra else None,
             machines=machines(summary, published),
             several_machines=machine_facts(summary),
@@ -125,13 +126,11 @@ def _csv_table(table: dict) -> str:
     return out.getvalue()
 
 
-def render_group_files(
-    summary: pd.DataFrame, breakdown: pd.DataFrame, extra: sections.Extra | None = None
-) -> dict[str, bytes]:
-    """Per (model, backend, variant, device): its policy table as CSV and its diagnosis as a
-    page."""
+def render_group_files(groups: list[dict]) -> dict[str, bytes]:
+    """Per (model, backend, variant, device) of `groups` (sections.all_groups): its policy
+    table as CSV and its diagnosis as a page."""
     files = {}
-    for g in sections.all_groups(summary, breakdown, extra):
+    for g in groups:
         key = tuple(g[k] for k in GROUP_KEYS)
         files[group_file(key, GROUP_TABLE)] = _csv_table(g["table"]).encode()
         page = _env().get_template("diagnosis.html.j2").render(group=g)

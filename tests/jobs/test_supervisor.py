@@ -90,11 +90,17 @@ def test_a_group_is_timed_in_turns_in_repeats_and_logged_as_one_mlflow_run_per_c
     assert 0 < found["closure"] < 1.15
     assert {"breakdown_unattributed_ms", "breakdown_closure"} <= set(run.data.metrics)
     assert [a.path for a in client.list_artifacts(data["mlflow_run_id"], "profile")]
-    # A rerun of the same group replaces its runs: the store keeps one run per cell.
-    assert subprocess.run(command, capture_output=True, timeout=300).returncode == 0
+    # A rerun of the same group's cells replaces their runs: the store keeps one run per cell.
+    # A cell is its grid axes, not its train settings, so the rerun is one short process.
+    rerun, _ = _job(tmp_path, prepared16, tracking, ("float32", "mixed_bfloat16"), repeats=1,
+                    max_repeats=1, epochs=1, steps_per_epoch=4, warmup_steps=1, timed_steps=3,
+                    min_timed_steps=3, synthetic_twin=False, validate=False,
+                    profile_steps=0)
+    assert subprocess.run(rerun, capture_output=True, timeout=300).returncode == 0
     again = [json.loads(p.read_text()) for p in (record, tmp_path / "record-mixed_bfloat16.json")]
     active = client.search_runs([tracking["experiment_id"]], "tags.`mptbench.cell` != ''")
     assert {r.info.run_id for r in active} == {r["mlflow_run_id"] for r in again}
+    assert data["mlflow_run_id"] not in {r["mlflow_run_id"] for r in again}
     assert run.data.tags["mlflow.parentRunId"] == tracking["parent_run_id"]
 
 

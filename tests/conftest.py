@@ -83,15 +83,15 @@ def tf():
 # README's test command runs the suite on three workers (pytest-xdist, --dist loadfile; a third
 # fills the time the other two wait on subprocesses, SLURM and servers): a file's tests run on
 # one worker, in order (a workflow file's share a checkout), files in the order below first
-# (--no-loadscope-reorder keeps it), the short ones filling in around them. Files that read
-# the smoke run share it with every worker (smoke_run): the first file's worker runs it, and the
-# next two files need none of it, so the other workers train beside it instead of waiting; then
-# the longest of those that start from it.
-FIRST = ("test_faults.py", "jobs/test_fits.py", "jobs/test_environment.py", "test_slurm.py",
-         "test_smoke_backends.py", "test_torch.py", "test_faults_jobs.py",
-         "jobs/test_supervisor.py",
-         "test_variants.py", "test_workflow.py", "test_machines.py", "test_browser.py",
-         "test_without_tensorflow.py")
+# (--no-loadscope-reorder keeps it), the short ones filling in around them. A worker is given
+# its next file when two tests of its current one are left. Files that read the smoke run share
+# it with every worker (smoke_run): the first file's worker runs it, and the next four files
+# need none of it, so the other workers train beside it instead of waiting on it (with two such
+# files, two workers waited from about 2 to 5 minutes in); then the longest that start from it.
+FIRST = ("test_faults.py", "jobs/test_fits.py", "jobs/test_environment.py",
+         "test_without_tensorflow.py", "jobs/test_supervisor.py",
+         "test_slurm.py", "test_smoke_backends.py", "test_torch.py", "test_faults_jobs.py",
+         "test_variants.py", "test_workflow.py", "test_machines.py", "test_browser.py")
 TESTS = Path(__file__).resolve().parent
 
 

@@ -21,6 +21,7 @@ SLURM_CONF = Path("/etc/slurm/slurm.conf")
 GRES_CONF = Path("/etc/slurm/gres.conf")
 BACKUP_SUFFIX = ".mptbench-backup"
 MARKER = "# Written by mptbench's tests/slurm_cluster.py"
+CLUSTER = "mptbench-test"  # its ClusterName: SLURM sets SLURM_CLUSTER_NAME in each job
 
 MUNGE_DIR = Path("/run/munge")
 MUNGE_PID = MUNGE_DIR / "munged.pid"
@@ -121,6 +122,24 @@ def node_hardware() -> dict[str, str]:
     return {k: fields[k] for k in keep if k in fields}
 
 
+def end_strays() -> list[int]:
+    """Kill what this cluster's jobs left running; their pids. Without cgroups
+    (proctrack/linuxproc) SLURM finds a job's processes by parentage, so one reparented to init
+    outlives scancel: a cancelled job's Snakemake job step once slept on for 90 minutes after
+    its test. Each job's processes carry SLURM_CLUSTER_NAME, which only this cluster's have."""
+    import psutil
+
+    killed = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("SLURM_CLUSTER_NAME") == CLUSTER:
+                proc.kill()
+                killed.append(proc.pid)
+        except psutil.Error:  # gone already, or not ours to read
+            continue
+    return killed
+
+
 class SlurmCluster:
     """slurmctld, slurmd and (when none answers) munged on this host; a context manager.
 
@@ -178,6 +197,7 @@ class SlurmCluster:
         try:
             if self._conf_written:
                 self._cancel_jobs()
+                end_strays()
         finally:
             _stop_by_pid_file(self.slurmd_pid, "slurmd")
             _stop_by_pid_file(self.ctld_pid, "slurmctld")
@@ -199,7 +219,7 @@ class SlurmCluster:
         return "\n".join(
             [
                 f"{MARKER} for a test run; the original is {SLURM_CONF}{BACKUP_SUFFIX} if any.",
-                "ClusterName=mptbench-test",
+                f"ClusterName={CLUSTER}",
                 f"SlurmctldHost={self.node}(127.0.0.1)",
                 # Ports of our own, so a SLURM installed on this machine is left alone.
                 f"SlurmctldPort={_free_port()}",

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import psutil
 import pytest
-from slurm_cluster import SlurmCluster, Unavailable
+from slurm_cluster import CLUSTER, SlurmCluster, Unavailable, end_strays
 from workflow_helpers import (
     active_runs,
     one_cell_config,
@@ -28,6 +28,23 @@ pytestmark = [pytest.mark.slow, pytest.mark.workflow]
 
 # Every run has a timeout: the plugin polls forever for a job whose state it cannot read.
 SMOKE_TIMEOUT_S = 600
+
+
+def test_what_a_job_left_running_ends_with_the_cluster_and_nothing_else_does():
+    """A process of this cluster's job that outlived it (reparented to init, out of reach of
+    scancel without cgroups) is killed when the cluster stops; another cluster's is not."""
+    def sleeper(cluster_name):
+        env = {**os.environ, "SLURM_CLUSTER_NAME": cluster_name}
+        return subprocess.Popen(["sleep", "300"], env=env, start_new_session=True)
+
+    stray, other = sleeper(CLUSTER), sleeper("another-cluster")
+    try:
+        assert end_strays() == [stray.pid]
+        assert stray.wait(timeout=10) == -signal.SIGKILL and other.poll() is None
+    finally:
+        for process in (stray, other):
+            process.kill()
+            process.wait()
 
 
 @pytest.fixture(scope="module")

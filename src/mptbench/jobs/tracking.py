@@ -127,22 +127,31 @@ def _sweep_run(client, experiment_id: str, name: str) -> str:
     return run.info.run_id
 
 
-# What one log_batch call may carry (MLflow's own limits: 1000 entities, 100 tags or params).
-BATCH_METRICS, BATCH_TAGS = 900, 100
+# What one log_batch call may carry: MLflow refuses over 100 params or 100 tags, 1000 metrics,
+# or 1000 entities in all.
+BATCH_METRICS, BATCH_PARAMS_TAGS = 800, 100
+
+
+def log_batch(client, run_id: str, metrics=(), params=(), tags=()) -> None:
+    """Metrics ((key, value, step)), params and tags ((key, value)) of a run in as few requests
+    as MLflow allows, where a call each would make one request per figure (each a password
+    check on a server with basic auth)."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    now = int(time.time() * 1000)
+    metrics = [Metric(k, float(v), now, step) for k, v, step in metrics]
+    params = [Param(k, v) for k, v in params]
+    tags = [RunTag(k, str(v)) for k, v in tags]
+    while metrics or params or tags:
+        client.log_batch(run_id, metrics=metrics[:BATCH_METRICS],
+                         params=params[:BATCH_PARAMS_TAGS], tags=tags[:BATCH_PARAMS_TAGS])
+        metrics, params = metrics[BATCH_METRICS:], params[BATCH_PARAMS_TAGS:]
+        tags = tags[BATCH_PARAMS_TAGS:]
 
 
 def log_figures(client, run_id: str, metrics: dict[str, float], tags: dict[str, Any]) -> None:
-    """A run's metrics (step 0) and tags in as few requests as MLflow allows: one per 100 tags,
-    where a call each made a report's publishing one request per figure (each a password check
-    on a server with basic auth)."""
-    from mlflow.entities import Metric, RunTag
-
-    now = int(time.time() * 1000)
-    metrics = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
-    tags = [RunTag(k, str(v)) for k, v in tags.items()]
-    while metrics or tags:
-        client.log_batch(run_id, metrics=metrics[:BATCH_METRICS], tags=tags[:BATCH_TAGS])
-        metrics, tags = metrics[BATCH_METRICS:], tags[BATCH_TAGS:]
+    """A run's figures (metrics at step 0) and tags, batched (log_batch)."""
+    log_batch(client, run_id, [(k, v, 0) for k, v in metrics.items()], (), tags.items())
 
 
 def log_to_cells(tracking: dict, results: dict[str, tuple[dict, dict]]) -> None:
@@ -261,21 +270,11 @@ class CellRun:
         return self.run.info.run_id
 
     def _batch(self, metrics=(), params=(), tags=()) -> None:
-        from mlflow.entities import Metric, Param, RunTag
-
-        now = int(time.time() * 1000)
-        self.client.log_batch(
-            self.run_id,
-            metrics=[Metric(k, float(v), now, step) for k, v, step in metrics],
-            params=[Param(k, v) for k, v in params],
-            tags=[RunTag(k, v) for k, v in tags],
-        )
+        log_batch(self.client, self.run_id, metrics, params, tags)
 
     def log_params(self, params: dict[str, Any]) -> None:
         flat = {k: ("" if v is None else str(v))[:6000] for k, v in flatten(params).items()}
-        items = list(flat.items())
-        for i in range(0, len(items), 90):
-            self._batch(params=items[i : i + 90])
+        self._batch(params=list(flat.items()))
 
     def log_fingerprint(self, fingerprint: dict[str, Any]) -> None:
         """The hardware and build facts as tags (searchable: tags.`fp.cpu.model` = '...')."""

@@ -1,5 +1,5 @@
-"""A whole training run from one process's figures: steps, validation after each epoch, and
-the first epoch's one-time extra."""
+"""A whole training run from one process's figures: steps, validation after each epoch, the
+first epoch's one-time extra and what the later epochs' starts wait."""
 
 import pytest
 
@@ -33,7 +33,19 @@ def test_parts_add_steps_validation_and_the_first_epochs_extra():
 
 def test_a_run_that_does_not_validate_has_no_validation_part():
     found = parts(plan({"epochs": 3, "validate": False}), 10, 4, [1.0], [2.0], None, [])
-    assert found == {"steps": 30.0, "validation": 0.0, "first_epoch": 1.0, "total": 31.0}
+    assert found == {"steps": 30.0, "validation": 0.0, "first_epoch": 1.0, "epoch_starts": 0.0,
+                     "total": 31.0}
+
+
+def test_the_epochs_starts_wait_their_share_of_the_rest_of_the_tuning_period():
+    """20 epochs of 100 steps at 0.3 s and 10 validation batches of 0.2 s: 32 s an epoch, whose
+    iterator's tuning thread sleeps from 20.47 s to 40.95 s; half the 19 later starts wait
+    the 8.95 s left of it."""
+    found = parts(plan({"epochs": 1}), 100, 10, [0.3], [0.3], 0.2, [0.2], waited_share=0.5)
+    assert found["epoch_starts"] == pytest.approx(19 * 0.5 * (40.95 - 32.0))
+    assert found["total"] == pytest.approx(600 + 40 + found["epoch_starts"])
+    none_timed = parts(plan({"epochs": 1}), 100, 10, [0.3], [0.3], 0.2, [0.2])
+    assert none_timed["epoch_starts"] == 0.0
 
 
 @pytest.mark.parametrize("first, batches, why", [(None, [0.2], "no first batch"),

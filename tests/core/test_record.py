@@ -124,10 +124,11 @@ def test_the_report_gives_back_to_a_cells_run_what_it_derived_and_nothing_the_tr
     assert "speedup_verdict" in fields.REPORT_TAGS
 
 
-def _arm(repeat, policy="float32", twin=True, outcome=Outcome.OK, steps=None, validated=True):
+def _arm(repeat, policy="float32", twin=True, outcome=Outcome.OK, steps=None, validated=True,
+         epoch_starts=True):
     """A repeat's result with every optional part: its twin (or why none ran), the input's own
     cost, a profile note in place of a profile, the trainer's CPU use, its validation batches
-    (or why none were timed)."""
+    (or why none were timed), its epochs' starts, one of which waited (or none timed)."""
     steps = steps or [0.10 + 0.01 * repeat, 0.11, 0.10, 0.12]
     return ArmResult(
         repeat=repeat,
@@ -152,6 +153,8 @@ def _arm(repeat, policy="float32", twin=True, outcome=Outcome.OK, steps=None, va
         validation_first_s=0.5 if validated else None,
         validation_s=[0.04, 0.05] if validated else [],
         validation_note=None if validated else "no validation split",
+        epoch_starts=[{"lived_s": 1.5, "wait_s": 0.6}, {"lived_s": 1.5, "wait_s": 0.0}]
+        if epoch_starts else [],
     )
 
 
@@ -171,6 +174,7 @@ def test_every_key_combine_writes_is_a_field_or_a_named_structural_part():
         [_arm(0), _arm(1, outcome=Outcome.OOM, steps=[0.5])],  # a repeat that failed
         [_arm(0, outcome=Outcome.OOM, steps=[])],  # nothing timed
         [_arm(i, validated=False) for i in range(2)],  # no whole run, and why
+        [_arm(i, epoch_starts=False) for i in range(2)],  # no epoch start timed, and why
     ]
     written = set()
     for repeats in cells:
@@ -195,6 +199,7 @@ class ScriptedTrainer:
     def __init__(self, runs, folder):
         self.runs = runs
         self.pending = [folder / f".{r.policy.name}.pending" for r in runs]
+        self.predicted_s = {}
 
     def repeat(self, prepared, repeat, runs):
         arms = [_arm(repeat, r.policy.name, twin=i == 0) for i, r in enumerate(runs)]

@@ -130,7 +130,7 @@ def test_a_block_of_steps_gives_one_sample_of_the_per_step_time(tf, prepared32):
     agree within a few percent is a measurement (bench/README.md, bench_precision.py)."""
     run = smoke_run(batch_size=32, epochs=1, steps_per_epoch=28, warmup_steps=4, timed_steps=None,
                min_timed_steps=1, time_budget_s=None, validate=False,
-               synthetic_twin=False)
+               synthetic_twin=False, epoch_seconds=None)
     run = replace(run, device=replace(run.device, block_steps=4))
     result = _repeat(tf, run, prepared32)
     assert result.outcome == "ok"
@@ -141,10 +141,11 @@ def test_a_block_of_steps_gives_one_sample_of_the_per_step_time(tf, prepared32):
 
 def test_blocks_of_10_in_an_epoch_of_18_steps_still_time_the_minimum(tf, prepared32, tmp_path):
     """As a GPU runs Imagenette at batch 512: 18 steps an epoch in blocks of 10 (Keras runs
-    2 whole blocks, the first warm-up), one epoch. The engine gives fit a second epoch and the
-    clock stops once 3 samples are timed; validation follows each epoch; the synthetic twin
-    and the profile time their own blocks."""
-    timing = {"warmup_steps": 2, "warmup_epochs": 0, "min_timed_steps": 3, "time_budget_s": None}
+    2 whole blocks, the first warm-up), one epoch, one iterator. The engine gives fit a second
+    epoch and the clock stops once 3 samples are timed; validation follows each epoch; the
+    synthetic twin and the profile time their own blocks."""
+    timing = {"warmup_steps": 2, "warmup_epochs": 0, "min_timed_steps": 3, "time_budget_s": None,
+              "epoch_seconds": None}
     after = {"synthetic_twin": "always", "profile_steps": 1, "profile_seconds": None}
     run = smoke_run(batch_size=4, epochs=1, steps_per_epoch=18, validate=True, **timing, **after)
     run = replace(run, device=replace(run.device, block_steps=10))
@@ -177,6 +178,23 @@ def test_two_policies_take_turns_in_one_process(tf, prepared32, tmp_path):
     assert progress.read_text() in ("float32", "float32_copy")  # whose turn it was last
     # Only the arm given a folder is profiled, one folder per repeat.
     assert a.profile.dir.endswith("a/repeat1") and b.profile is None
+
+
+def test_a_one_epoch_run_goes_through_epochs_of_its_own_and_keeps_their_starts(tf, prepared32):
+    """No prediction: epochs of train.round_samples (3) steps, each a new iterator; 2 warm-up
+    and 12 timed steps are 5 epochs, each arm's starts kept from the third on, both arms
+    taking turns across their epochs' starts."""
+    base = smoke_run(batch_size=8, epochs=1, steps_per_epoch=None, warmup_steps=2,
+                     warmup_seconds=None, timed_steps=12, min_timed_steps=12, time_budget_s=None,
+                     validate=False, synthetic_twin=False, round_samples=3, round_seconds=None)
+    assert base.train.epoch_seconds
+    copy = replace(base, policy=Policy("float32_copy", "float32"))
+    for arm in _group(tf, [base, copy], prepared32).arms:
+        assert arm.outcome == "ok" and len(arm.step_s) == 12 and arm.stopped_by == "steps"
+        assert len(arm.epochs) == 5 and len(arm.epoch_starts) == 3
+        assert all(s["lived_s"] > 0 and s["wait_s"] >= 0 for s in arm.epoch_starts)
+        # An epoch start is no step's time: the timed steps still account for the timed wall.
+        assert sum(arm.step_s) == pytest.approx(arm.timed_wall_s, rel=0.05)
 
 
 @pytest.mark.parametrize("step_s, steps", [(0.016, 4), (0.8, 3), (6.8, 1), (13.0, 1)])

@@ -2,7 +2,8 @@
 minimum), or after a first timed step that alone is over the limit; with arms taking turns,
 each arm's budget and wall time count its own turns only. Where a cell's epochs hold too few
 samples (blocks of 10 steps on a GPU at a large batch), fit runs on past them, only until the
-minimum is timed."""
+minimum is timed. A one-epoch timing run goes through epochs of its own, each a new iterator,
+and the clock keeps each epoch's start."""
 
 import itertools
 from dataclasses import replace
@@ -10,7 +11,7 @@ from dataclasses import replace
 import pytest
 from workflow_helpers import ROOT
 
-from mptbench.engine.repeat import fit_length, step_clock
+from mptbench.engine.repeat import FitLength, fit_length, step_clock
 from mptbench.engine.rounds import Rounds
 from mptbench.engine.timing import PAST_EPOCHS, StepClock, after_turn, fit_epochs
 from mptbench.plan import Cell, compose_config, run_config
@@ -37,22 +38,27 @@ def _run(clock: StepClock, time: FakeTime, durations) -> int:
     return n
 
 
-def _keras_fit(clock: StepClock, time: FakeTime, fit: dict, block: int, seconds=None) -> list:
+def _keras_fit(clock: StepClock, time: FakeTime, fit: FitLength, block: int, seconds=None,
+               start_wait=None) -> list:
     """Keras 3's fit loop (keras/src/backend/tensorflow/trainer.py) around the clock, as
-    make_step_timer's callback feeds it, on data that repeats: an epoch's blocks start at
-    range(0, steps_per_epoch, block) (keras/src/trainers/epoch_iterator.py), each runs `block` whole
-    steps (the last too: the data does not run out) and is called back with its first and last
-    step; stop_training is read after each block and after each epoch. `seconds(i)` is block
-    i's time per step (0.1 s). The blocks run, as (epoch, first step)."""
+    make_step_timer's callback feeds it: an epoch's blocks start at range(0, steps, block)
+    (keras/src/trainers/epoch_iterator.py), each called back with its first and last step;
+    stop_training is read after each block and after each epoch. On data that repeats
+    (steps_per_epoch given) every block is whole; on data that ends each epoch (an epoch of
+    fit.epoch_batches, or of the split's whole batches) the last block holds what is left.
+    `seconds(i)` is block i's time per step (0.1 s); `start_wait(epoch)` what the epoch's
+    first batch waits after its start (0). The blocks run, as (epoch, first step)."""
+    steps = fit.steps_per_epoch or fit.epoch_batches or IMAGENETTE_TRAIN // 512
     ran = []
-    for epoch in range(fit["epochs"]):
+    for epoch in range(fit.epochs):
         clock.epoch_begin(epoch)
+        time.t += start_wait(epoch) if start_wait else 0.0
         stop = False
-        for begin in range(0, fit["steps_per_epoch"], block):
+        for begin in range(0, steps, block):
+            end = begin + block - 1 if fit.steps_per_epoch else min(begin + block, steps) - 1
             clock.batch_begin()
-            time.t += block * (seconds(len(ran)) if seconds else 0.1)
+            time.t += (end - begin + 1) * (seconds(len(ran)) if seconds else 0.1)
             ran.append((epoch, begin))
-            end = begin + block - 1
             if stop := clock.batch_end(loss=1.0, steps=end - begin + 1):
                 break
         time.t += 2.0  # validation and the epoch's end: not step time
@@ -70,8 +76,14 @@ def _cell(device: str, batch_size: int = 512, **train):
     return replace(run, train=replace(run.train, **train))
 
 
-def _engine_clock(run, time: FakeTime) -> StepClock:
-    clock = step_clock(run)  # the engine's clock for the cell, on the test's time
+def _one_iterator(device: str, batch_size: int = 512, **train):
+    """A cell whose one-epoch timing run keeps one iterator (train.epoch_seconds null)."""
+    return _cell(device, batch_size, epoch_seconds=None, **train)
+
+
+def _engine_clock(run, time: FakeTime, fit: FitLength | None = None) -> StepClock:
+    own = fit is not None and fit.own_epochs
+    clock = step_clock(run, epochs=not own)  # the engine's clock for the cell, on test time
     clock._now = time
     return clock
 
@@ -79,10 +91,10 @@ def _engine_clock(run, time: FakeTime) -> StepClock:
 def test_a_gpu_cell_at_batch_512_times_its_minimum_past_its_one_epoch():
     """Blocks of 10 steps, 18 steps an epoch: the epoch is 2 blocks, the first warm-up, so
     one epoch times 1 sample; fit is given a second and stops once 3 are timed."""
-    run = _cell("gpu0")
+    run = _one_iterator("gpu0")
     assert (run.block_steps, run.train.epochs, run.train.min_timed_steps) == (10, 1, 3)
     fit = fit_length(run, IMAGENETTE_TRAIN)
-    assert fit == {"epochs": 2, "steps_per_epoch": 18}
+    assert fit.fit == {"epochs": 2, "steps_per_epoch": 18} and not fit.per_epoch
     time = FakeTime()
     clock = _engine_clock(run, time)
     ran = _keras_fit(clock, time, fit, run.block_steps)
@@ -93,19 +105,68 @@ def test_a_gpu_cell_at_batch_512_times_its_minimum_past_its_one_epoch():
     # One epoch, as fit was given before: one sample, and the cell says it is short.
     time = FakeTime()
     short = _engine_clock(run, time)
-    _keras_fit(short, time, {**fit, "epochs": 1}, run.block_steps)
+    _keras_fit(short, time, replace(fit, epochs=1), run.block_steps)
     assert short.stopped_by == "epochs (1 of train.min_timed_steps=3 timed)"
 
 
-def test_a_cpu_cell_is_unchanged():
+def test_a_cpu_cell_keeping_one_iterator_times_within_its_epoch():
     """Steps one by one: an epoch of 18 steps holds its 2 warm-up steps and 16 timed ones."""
-    run = _cell("cpu")
+    run = _one_iterator("cpu")
     fit = fit_length(run, IMAGENETTE_TRAIN)
-    assert run.block_steps == 1 and fit == {"epochs": 1, "steps_per_epoch": 18}
+    assert run.block_steps == 1 and fit.fit == {"epochs": 1, "steps_per_epoch": 18}
     time = FakeTime()
     clock = _engine_clock(run, time)
     assert len(_keras_fit(clock, time, fit, 1)) == 18
     assert clock.stopped_by == "epochs" and len(clock.step_seconds) == 16
+    assert clock.epoch_starts == []
+
+
+@pytest.mark.parametrize("predicted, block, samples", [
+    (0.1, 1, 10),  # 1 s of 0.1 s steps
+    (5.0, 1, 1),  # a step longer than an epoch: an epoch a step
+    (0.01, 10, 10),  # a GPU's blocks of 10 steps: 10 blocks, 100 steps
+    (None, 1, 5),  # no probe: train.round_samples
+])
+def test_a_one_epoch_timing_run_goes_through_epochs_of_about_epoch_seconds(
+        predicted, block, samples):
+    run = _cell("gpu0" if block > 1 else "cpu", batch_size=32)
+    assert run.block_steps == block and run.train.epoch_seconds == 1
+    fit = fit_length(run, IMAGENETTE_TRAIN, predicted)
+    assert fit.per_epoch and fit.own_epochs and fit.steps_per_epoch is None  # a new iterator
+    assert fit.epoch_batches == samples * block  # ... each epoch, of this many batches
+    # Epochs enough for the warm-up and train.timed_steps (or the budget: the clock stops fit
+    # before), and no more than the cell's own epoch holds (295 steps: 30 blocks on the GPU).
+    most = min(295 if block == 1 else 30, 2 // block + run.train.timed_steps)
+    assert most <= fit.epochs * samples < most + samples
+
+
+def test_each_epoch_start_is_kept_after_the_second_with_how_long_its_iterator_lived():
+    """Epochs of 10 steps of 0.1 s, 2 s of epoch's end after each; epoch k's first batch
+    waits 0.5 k s. The start of the second epoch is left out (the iterator before it lived
+    through the compile); timing ends at train.timed_steps (100), in the eleventh epoch, the
+    last fit was given."""
+    run = _cell("cpu", batch_size=32)
+    fit = fit_length(run, IMAGENETTE_TRAIN, predicted_s=0.1)
+    time = FakeTime()
+    clock = _engine_clock(run, time, fit)
+    ran = _keras_fit(clock, time, fit, 1, start_wait=lambda epoch: 0.5 * epoch)
+    assert len(ran) == 102 and clock.stopped_by == "steps" and len(clock.step_seconds) == 100
+    starts = clock.epoch_starts
+    assert [round(s["wait_s"], 6) for s in starts] == [0.5 * k for k in range(2, 11)]
+    assert all(s["lived_s"] == pytest.approx(10 * 0.1 + 2.0) for s in starts)
+    assert clock.timed_wall_s == pytest.approx(sum(clock.step_seconds))  # no wait in it
+
+
+def test_a_training_run_runs_its_own_epochs_each_a_new_iterator():
+    """train.epochs 3 of train.steps_per_epoch 40: the data ends each epoch (fit gets no
+    steps_per_epoch, so it makes a new iterator), the clock stops past the cell's epochs."""
+    run = _cell("cpu", batch_size=32, epochs=3, steps_per_epoch=40)
+    fit = fit_length(run, IMAGENETTE_TRAIN, predicted_s=0.1)
+    assert (fit.epochs, fit.steps_per_epoch, fit.per_epoch, fit.epoch_batches) == (
+        3, None, True, 40)
+    assert not fit.own_epochs
+    random = fit_length(run, IMAGENETTE_TRAIN, 0.1, synthetic=True)
+    assert random.fit == {"epochs": 3, "steps_per_epoch": 40} and not random.per_epoch
 
 
 @pytest.mark.parametrize(
@@ -115,18 +176,30 @@ def test_a_cpu_cell_is_unchanged():
         ({"warmup_epochs": 1}, 3, 5),  # the one epoch is warm-up: 2 + 2 + 1
         ({"steps_per_epoch": 10}, 4, 4),  # a user's epoch of one block: 1 warm-up + 3
         ({"steps_per_epoch": 5}, 4, 4),  # shorter than a block: Keras runs a whole block
-        ({"warmup_steps": 15, "epochs": 2}, 3, 5),  # 2 warm-up blocks, 1 + 2 + 2 + ...
     ],
 )
 def test_past_the_epochs_fit_times_the_minimum_and_no_more(train, epochs, blocks):
-    run = _cell("gpu0", **train)
+    run = _one_iterator("gpu0", **train)
     fit = fit_length(run, IMAGENETTE_TRAIN)
-    assert fit["epochs"] == epochs
+    assert fit.epochs == epochs
     time = FakeTime()
     clock = _engine_clock(run, time)
     assert len(_keras_fit(clock, time, fit, 10)) == blocks
     assert len(clock.step_seconds) == run.train.min_timed_steps
     assert clock.stopped_by == PAST_EPOCHS
+
+
+def test_a_training_runs_epochs_end_their_data_and_fit_times_past_them_to_the_minimum():
+    """2 epochs of 18 steps in blocks of 10 and 8 (the data ends: the last block holds what
+    is left), 15 warm-up steps: 2 warm-up blocks, then 1 + 2 timed, past the 2 epochs."""
+    run = _cell("gpu0", warmup_steps=15, epochs=2)
+    fit = fit_length(run, IMAGENETTE_TRAIN)
+    assert fit.epochs == 3 and fit.per_epoch
+    time = FakeTime()
+    clock = _engine_clock(run, time, fit)
+    ran = _keras_fit(clock, time, fit, 10)
+    assert ran == [(0, 0), (0, 10), (1, 0), (1, 10), (2, 0)]
+    assert len(clock.step_seconds) == 3 and clock.stopped_by == PAST_EPOCHS
 
 
 def test_epochs_that_timed_enough_end_fit_though_it_was_given_more():
@@ -135,9 +208,9 @@ def test_epochs_that_timed_enough_end_fit_though_it_was_given_more():
     run = _cell("gpu0", warmup_steps=15, epochs=2)
     fit = fit_length(run, IMAGENETTE_TRAIN)
     time = FakeTime()
-    clock = _engine_clock(run, time)
+    clock = _engine_clock(run, time, fit)
     ran = _keras_fit(clock, time, fit, 10, seconds=lambda i: 1.2 if i == 0 else 0.1)
-    assert fit["epochs"] == 3 and len(ran) == 4
+    assert fit.epochs == 3 and len(ran) == 4
     assert clock.stopped_by == "epochs" and len(clock.step_seconds) == 3
 
 
@@ -145,11 +218,11 @@ def test_within_the_epochs_the_count_and_the_budget_stop_as_before():
     """Enough blocks in one epoch: fit is given the cell's epoch, and the budget (20 s a
     repeat) or timed_steps ends it inside."""
     time = FakeTime()
-    run = _cell("gpu0", batch_size=32)  # 295 steps: 30 blocks
+    run = _one_iterator("gpu0", batch_size=32)  # 295 steps: 30 blocks
     fit = fit_length(run, IMAGENETTE_TRAIN)
     clock = _engine_clock(run, time)
     _keras_fit(clock, time, fit, 10, seconds=lambda i: 0.5)
-    assert fit["epochs"] == 1 and clock.stopped_by == "budget" and len(clock.step_seconds) == 4
+    assert fit.epochs == 1 and clock.stopped_by == "budget" and len(clock.step_seconds) == 4
     time = FakeTime()
     clock = _engine_clock(replace(run, train=replace(run.train, timed_steps=5)), time)
     _keras_fit(clock, time, fit, 10)

@@ -151,7 +151,8 @@ def test_a_calibration_measured_on_other_hardware_holds_the_cell_to_nothing():
 
 def _timed(repeat: int, steps: list[float], twin: list[float], host_ms: float = 10.0) -> ArmResult:
     """One process's arm, each step (in s) its own round, its twin's likewise; a compiling
-    warm-up step and validation batches a third of a step, the first compiling too."""
+    warm-up step and validation batches a third of a step, the first compiling too; two
+    epoch starts, both waited in even processes, one in odd ones."""
     return ArmResult(
         repeat=repeat,
         policy="p",
@@ -167,6 +168,8 @@ def _timed(repeat: int, steps: list[float], twin: list[float], host_ms: float = 
         validation_first_s=steps[0] / 3 + 1.0,
         validation_s=[s / 3 for s in steps[:3]],
         measured={"host_ms": host_ms},
+        epoch_starts=[{"lived_s": 1.5, "wait_s": 0.6},
+                      {"lived_s": 1.5, "wait_s": 0.0 if repeat % 2 else 0.6}],
     )
 
 
@@ -208,7 +211,7 @@ def test_every_interval_in_summary_csv_is_recomputed_from_its_own_columns(tmp_pa
     csv = pd.read_csv(tmp_path / "summary.csv")
     prefixes = [c.removesuffix("_ci_low") for c in csv.columns if c.endswith("_ci_low")]
     assert {"ms_per_step", "speedup", "speedup_compute", "input_bound_ratio", "fullrun_s",
-            "fullrun_speedup", "validation_ms_per_batch"} <= set(prefixes)
+            "fullrun_speedup", "validation_ms_per_batch", "fullrun_epoch_starts_s"} <= set(prefixes)
     assert (csv["host_widening"] > 0).tolist() == [False, True]
     for prefix in prefixes:
         recipe = [VALUE_OF.get(prefix, prefix), *(f"{prefix}_{c}" for c in ("log_se", "df"))]

@@ -1,15 +1,19 @@
 """A whole training run, as Keras' `fit` spends it, from what one process measured.
 
 A timing run times steady steps; a user's `fit` also validates after every epoch (where it
-validates) and pays once, in its first epoch, for compiling its train and test steps and for
-its first batches. So a whole run is three parts, each measured in the process that timed the
-cell's steps (engine/fullrun.py times the validation):
+validates), pays once, in its first epoch, for compiling its train and test steps and for its
+first batches, and may wait at each later epoch's start for the last epoch's tf.data tuning
+thread (core/epochs.py). So a whole run is four parts, each from what the process that timed
+the cell's steps measured (engine/fullrun.py times the validation):
 
 - steps: epochs x steps per epoch x the process's mean timed step;
 - validation: epochs x the validation split's batches (its last, partial one at its share of
   a batch) x the mean timed validation batch, where the run validates;
 - the first epoch's one-time extra: the warm-up steps over as many steady steps, and the
-  first validation batch (it compiles the test step) over a steady one.
+  first validation batch (it compiles the test step) over a steady one;
+- the epoch starts: each epoch after the first, the share of the process's epoch starts that
+  waited times the rest of the tuning thread's period at the run's own epoch length (its
+  steps and validation); nothing where the process timed no epoch start.
 
 Which run: train.epochs where that is more than one epoch (validating where train.validate
 says), else the 2020 experiment's: 20 epochs, validation after each (a one-epoch timing run is
@@ -24,10 +28,12 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from mptbench.core.epochs import expected_wait
+
 # The 2020 experiment trained 20 epochs with validation after each (and timed the 20th).
 PUBLISHED_EPOCHS = 20
 PUBLISHED = "the 2020 experiment's"
-PARTS = ("steps", "validation", "first_epoch")
+PARTS = ("steps", "validation", "first_epoch", "epoch_starts")
 
 
 @dataclass(frozen=True)
@@ -68,9 +74,12 @@ def parts(
     warmup_s: list[float],
     validation_first_s: float | None,
     validation_s: list[float],
+    waited_share: float | None = None,
 ) -> dict[str, float] | None:
     """One process's whole run in seconds, part by part and in all; None where it lacks a part
-    the run has (no timed step; or a validating run without a timed validation batch)."""
+    the run has (no timed step; or a validating run without a timed validation batch).
+    `waited_share`: the share of its epoch starts that waited (core/epochs.py; None: none
+    timed, and the epoch starts count nothing)."""
     if not step_s:
         return None
     step = statistics.fmean(step_s)
@@ -85,4 +94,6 @@ def parts(
         batch = statistics.fmean(validation_s)
         found["validation"] = run.epochs * validation_batches * batch
         found["first_epoch"] += validation_first_s - batch
+    epoch = (found["steps"] + found["validation"]) / run.epochs
+    found["epoch_starts"] = (run.epochs - 1) * (expected_wait(waited_share, epoch) or 0.0)
     return found | {"total": sum(found.values())}

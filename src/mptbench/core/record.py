@@ -340,7 +340,7 @@ FIELDS: tuple[Field, ...] = (
         M,
         "fullrun_s",
         "the whole run as fit spends it (core/fullrun.py): steps + validation + the first "
-        "epoch's one-time extra, per process, then their geometric mean",
+        "epoch's one-time extra + the epoch starts, per process, then their geometric mean",
         " (seconds)",
         metric=True,
         runs_table=True,
@@ -357,6 +357,22 @@ FIELDS: tuple[Field, ...] = (
         "as many steady ones (compiling the train and test steps)",
         metric=True,
     ),
+    *with_interval(
+        M,
+        "fullrun_epoch_starts_s",
+        "what its epochs' starts wait for the last epoch's tf.data tuning thread (core/epochs.py):"
+        " epochs - 1 x the share of the process's epoch starts that waited x fullrun_epoch_wait_s",
+        metric=True,
+    ),
+    M("fullrun_epoch_wait_s", float, metric=True, doc="what one of the whole run's epoch starts "
+      "waits where it waits: the rest of the tuning thread's period at its epoch length"),
+    M("epoch_starts_timed", int, metric=True, doc="epoch starts its processes timed that tell a "
+      "wait from none (a one-epoch run's own epochs: train.epoch_seconds)"),
+    M("epoch_starts_waited", int, metric=True, doc="of those, the ones whose first batch waited "
+      "the rest of the last iterator's tuning period"),
+    M("epoch_wait_ms", float, doc="how long those waited, their median"),
+    M("epoch_wait_most_ms", float, doc="the longest of them"),
+    M("epoch_note", str, doc="why no epoch start was timed"),
     M("fullrun_note", str, doc="why a cell that ran has no whole-run figure"),
     *with_interval(
         D,

@@ -52,8 +52,13 @@ def in_memory(session: Session, run: Run, prepared: dict, batch_size: int):
     return repeated(session, x, y)
 
 
-def cell_data(session: Session, run: Run, prepared: dict) -> tuple[Any, Any]:
-    """(training data, validation data or None) for a cell's fit."""
+def cell_data(
+    session: Session, run: Run, prepared: dict, epochs: bool = False,
+    epoch_batches: int | None = None,
+) -> tuple[Any, Any]:
+    """(training data, validation data or None) for a cell's fit: the training data for ever,
+    or with `epochs` an epoch at a time, as a user's dataset ends each epoch (of
+    `epoch_batches` batches: engine/pipeline.py). Random data is for ever, whatever is asked."""
     batch_size = run.cell.batch_size
     if is_synthetic(prepared):
         return in_memory(session, run, prepared, batch_size), None
@@ -65,7 +70,8 @@ def cell_data(session: Session, run: Run, prepared: dict) -> tuple[Any, Any]:
         "seed": run.seed,
         "one_hot_classes": num_classes if run.model.one_hot_labels else 0,
     }
-    train = input_pipeline(tf, prepared, "train", batch_size, training=True, **pipeline)
+    train = input_pipeline(tf, prepared, "train", batch_size, training=True, epochs=epochs,
+                           epoch_batches=epoch_batches, **pipeline)
     return train, validation_data(session, run, prepared) if run.train.validate else None
 
 

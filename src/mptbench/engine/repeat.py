@@ -27,6 +27,7 @@ from typing import Any
 from mptbench.core import hardware, stats
 from mptbench.core.contract import ArmResult, Profiled, RepeatJob, RepeatResult, Run
 from mptbench.core.outcomes import Outcome
+from mptbench.data.synthetic import is_synthetic
 from mptbench.engine import feed, timing
 from mptbench.engine.backends import Session
 from mptbench.engine.fingerprint import on_device
@@ -51,10 +52,11 @@ class Arm:
         return self.run.policy.name
 
 
-def step_clock(run: Run, now=time.perf_counter) -> timing.StepClock:
+def step_clock(run: Run, now=time.perf_counter, epochs: bool = True) -> timing.StepClock:
     """This repeat's share of the cell's time budget, and the step-time guard; past the
-    cell's epochs it times up to its minimum only. `now`: the clock it reads (a simulation's
-    own time, in bench/bench_coverage.py)."""
+    cell's epochs it times up to its minimum only (`epochs` false: a run through epochs of its
+    own, which its steps and budget end, not their count). `now`: the clock it reads (a
+    simulation's own time, in bench/bench_coverage.py)."""
     train = run.train
     return timing.StepClock(
         train.warmup_steps,
@@ -64,7 +66,7 @@ def step_clock(run: Run, now=time.perf_counter) -> timing.StepClock:
         train.warmup_epochs,
         step_limit_s=train.max_step_seconds,
         warmup_seconds=train.warmup_seconds,
-        epochs=train.epochs,
+        epochs=train.epochs if epochs else None,
         now=now,
     )
 
@@ -136,14 +138,48 @@ def in_turns(
     collect_apart()
 
 
-def fit_length(run: Run, examples: int) -> dict[str, int]:
-    """The real steps' epochs and steps per epoch: an epoch is train.steps_per_epoch, or the
-    training images' whole batches; the epochs are the cell's, or more where those would time
-    fewer than train.min_timed_steps samples (timing.fit_epochs). Each epoch keeps its length,
-    so validation still follows a whole epoch; the clock stops fit once it has its minimum."""
-    steps = run.train.steps_per_epoch or max(1, examples // run.cell.batch_size)
-    epochs = timing.fit_epochs(run.train, steps, run.block_steps)
-    return {"epochs": epochs, "steps_per_epoch": steps}
+@dataclass(frozen=True)
+class FitLength:
+    """How the real steps' fit runs: its epochs, and what an epoch of its data is."""
+
+    epochs: int
+    steps_per_epoch: int | None  # given to fit: one iterator for every epoch
+    per_epoch: bool  # the data ends each epoch: fit makes a new iterator each epoch
+    epoch_batches: int | None = None  # an epoch's batches, where not the split's
+    own_epochs: bool = False  # epochs of the timing run's own, not the cell's (step_clock)
+
+    @property
+    def fit(self) -> dict[str, int | None]:
+        return {"epochs": self.epochs, "steps_per_epoch": self.steps_per_epoch}
+
+    @property
+    def data(self) -> dict[str, object]:
+        return {"epochs": self.per_epoch, "epoch_batches": self.epoch_batches}
+
+
+def fit_length(run: Run, examples: int, predicted_s: float | None = None,
+               synthetic: bool = False) -> FitLength:
+    """The real steps' fit. A one-epoch timing run goes through epochs of its own of about
+    train.epoch_seconds (timing.epoch_samples, from the probe's `predicted_s`), each a new
+    iterator as a user's fit makes one, as many as its clock needs. Otherwise an epoch is
+    train.steps_per_epoch, or the training images' whole batches, and the epochs are the
+    cell's, or more where those would time fewer than train.min_timed_steps samples
+    (timing.fit_epochs); each keeps its length, so validation still follows a whole epoch,
+    and the clock stops fit once it has its minimum. Each epoch ends the data, so fit makes a
+    new iterator each epoch; with train.epoch_seconds null in a one-epoch run, or on random
+    data, one iterator serves every step."""
+    train, block = run.train, run.block_steps
+    steps = train.steps_per_epoch or max(1, examples // run.cell.batch_size)
+    epochs = timing.fit_epochs(train, steps, block)
+    samples = None if synthetic else timing.epoch_samples(train, predicted_s, block)
+    if samples is not None:  # about as many samples as the cell's epochs held, or it times
+        most = epochs * math.ceil(steps / block)
+        if train.timed_steps:
+            most = min(most, math.ceil(train.warmup_steps / block) + train.timed_steps)
+        return FitLength(math.ceil(most / samples), None, True, samples * block, own_epochs=True)
+    if synthetic or (train.epochs == 1 and not train.epoch_seconds):
+        return FitLength(epochs, steps, False)
+    return FitLength(epochs, None, True, train.steps_per_epoch)
 
 
 def _real(session: Session, arms: list[Arm], prepared: dict, job: RepeatJob) -> None:
@@ -152,10 +188,12 @@ def _real(session: Session, arms: list[Arm], prepared: dict, job: RepeatJob) -> 
     fits = {}
     for arm in arms:
         run = arm.run
-        train_ds, val_ds = feed.cell_data(session, run, prepared)
-        arm.clock = step_clock(run)
-        fit = fit_length(run, prepared["splits"]["train"])
-        fits[arm.name] = dict(x=train_ds, validation_data=val_ds, verbose=run.train.verbose, **fit)
+        length = fit_length(run, prepared["splits"]["train"], job.predicted_s.get(arm.name),
+                            is_synthetic(prepared))
+        train_ds, val_ds = feed.cell_data(session, run, prepared, **length.data)
+        arm.clock = step_clock(run, epochs=not length.own_epochs)
+        fits[arm.name] = dict(x=train_ds, validation_data=val_ds, verbose=run.train.verbose,
+                              **length.fit)
     host = HostCheck(session, arms[0].run.device.host_check)
     host.sample()
     ticks = hardware.cpu_ticks()
@@ -202,6 +240,7 @@ def _record_timing(arm: Arm) -> None:
     result.timed_wall_s, result.stopped_by = clock.timed_wall_s, clock.stopped_by
     result.warmup_s, result.steps_per_sample = clock.warmup_seconds, clock.steps_per_sample
     result.epochs = clock.epochs
+    result.epoch_starts = clock.epoch_starts
 
 
 def _twins(session: Session, arms: list[Arm], prepared: dict, job: RepeatJob) -> None:

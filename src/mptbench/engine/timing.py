@@ -2,7 +2,9 @@
 budget; with arms taking turns (engine/rounds.py), each timed step's round is kept beside it.
 Where the cell's epochs hold too few samples to time (blocks of steps on a GPU at a large
 batch), `fit_epochs` says how many epochs `fit` must be given, and the clock stops past the
-cell's epochs as soon as it has its minimum."""
+cell's epochs as soon as it has its minimum. A one-epoch timing run goes through epochs of its
+own (`epoch_samples`), each a new iterator as `fit` makes one per epoch, and the clock keeps how
+long each epoch's start waited (core/epochs.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,18 @@ PAST_EPOCHS = "min_timed_steps past epochs"
 # 1.7x slow made 7.5-9.4% of simulated speedups lose an arm: bench_coverage.py), two in a row
 # are not; the second costs one step of a cell the probe had predicted under the limit.
 OVER_BUDGET_SAMPLES = 2
+
+
+def epoch_samples(train, predicted_s: float | None, block_steps: int) -> int | None:
+    """The samples an epoch of a one-epoch timing run holds: about train.epoch_seconds at the
+    step the probe predicted (one at least), or without a prediction train.round_samples; None
+    where the run keeps one iterator (train.epoch_seconds null) or runs epochs of its own
+    (train.epochs over one: a training run)."""
+    if not train.epoch_seconds or train.epochs > 1:
+        return None
+    if predicted_s:
+        return max(1, round(train.epoch_seconds / (predicted_s * block_steps)))
+    return train.round_samples
 
 
 def fit_epochs(train, steps_per_epoch: int, block_steps: int) -> int:
@@ -92,10 +106,18 @@ class StepClock:
         self.stopped_by = "epochs"  # until a rule below stops fit earlier
         self._t0 = self._epoch_t0 = 0.0
         self._epoch = 0
+        # Each epoch's start from the third on: how long the last epoch's iterator lived (from
+        # its first batch) and how long this epoch's first batch waited (core/epochs.py). The
+        # second's is left out: the iterator before it lived through the compile, so when its
+        # tuning thread started is not known.
+        self.epoch_starts: list[dict[str, float]] = []
+        self._first_batch: float | None = None
+        self._last_first_batch: float | None = None
 
     def epoch_begin(self, epoch: int) -> None:
         self._epoch = epoch
         self._epoch_t0 = self._now()
+        self._last_first_batch, self._first_batch = self._first_batch, None
 
     def epoch_end(self, epoch: int, logs: dict | None) -> bool:
         """Record the epoch; True when `fit` should stop: the cell's epochs are over and they
@@ -109,6 +131,11 @@ class StepClock:
 
     def batch_begin(self) -> None:
         self._t0 = self._now()
+        if self._first_batch is None:
+            self._first_batch = self._t0
+            if self._epoch >= 2 and self._last_first_batch is not None:
+                self.epoch_starts.append({"lived_s": self._epoch_t0 - self._last_first_batch,
+                                          "wait_s": self._t0 - self._epoch_t0})
 
     def batch_end(self, loss: float, steps: int = 1) -> bool:
         """Record the step (or block of `steps` steps) that just ended; True when `fit` should
@@ -208,6 +235,10 @@ def make_step_timer(clock: StepClock, turns: Rounds | None = None, arm: str | No
             self.first_batch = 0
 
         def on_epoch_begin(self, epoch, logs=None):
+            # An epoch's start, where fit destroys the last epoch's iterator, runs in the arm's
+            # turn, as it does in a fit of its own: no other arm computes meanwhile.
+            if turns is not None:
+                turns.begin(arm)
             self.clock.epoch_begin(epoch)
 
         def on_epoch_end(self, epoch, logs=None):

@@ -1,7 +1,8 @@
 """A cell's whole run (core/fullrun.py) from its processes: each process's own total and parts,
 then per figure the geometric mean over processes with a t interval on the logarithms, as the
 cell's step has; widened as the cell's other intervals are where every process ran on a slowed
-host (core/host.py)."""
+host (core/host.py). Each process's epoch starts count with the share of them that waited
+(core/epochs.py), or where it timed none that told, the share over the cell's processes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import math
 import statistics
 from typing import Any
 
-from mptbench.core import fullrun, stats
+from mptbench.core import epochs, fullrun, stats
 from mptbench.core.contract import ArmResult
 from mptbench.core.record import interval
 
@@ -24,11 +25,35 @@ def run_of(record: dict[str, Any], batch: int) -> tuple[fullrun.Plan, int, float
     return run, steps, (record.get("validation_examples") or 0) / batch
 
 
-def per_process(record: dict[str, Any], r: ArmResult, batch: int) -> dict[str, float] | None:
-    """One repeat's whole run, part by part (seconds); None where it lacks a part."""
+def waited_share(r: ArmResult) -> float | None:
+    """The share of a repeat's epoch starts that waited; None where none told."""
+    return epochs.waited_share(epochs.boundaries(r.epoch_starts))
+
+
+def per_process(record: dict[str, Any], r: ArmResult, batch: int,
+                share: float | None = None) -> dict[str, float] | None:
+    """One repeat's whole run, part by part (seconds); None where it lacks a part. Its epoch
+    starts count with its own waited share, or `share` where it has none."""
     run, steps, batches = run_of(record, batch)
+    own = waited_share(r)
     return fullrun.parts(run, steps, batches, r.step_s, r.warmup_s, r.validation_first_s,
-                         r.validation_s)
+                         r.validation_s, share if own is None else own)
+
+
+def epoch_figures(record: dict[str, Any], ok: list[ArmResult]) -> dict[str, Any]:
+    """What the cell's epoch starts showed: how many told a wait from none and how many
+    waited, how long those waited, and what one of the whole run's would wait; or why none
+    was timed."""
+    found = [b for r in ok for b in epochs.boundaries(r.epoch_starts) if b.telling]
+    if not found:
+        return {"epoch_note": "no epoch start timed: the whole run counts no wait at an "
+                              "epoch's start (train.epoch_seconds, core/epochs.py)"}
+    waits = [b.wait_s for b in found if b.waited]
+    out: dict[str, Any] = {"epoch_starts_timed": len(found), "epoch_starts_waited": len(waits)}
+    if waits:
+        out |= {"epoch_wait_ms": 1000 * statistics.median(waits),
+                "epoch_wait_most_ms": 1000 * max(waits)}
+    return out
 
 
 def _estimate(values: list[float], widening: float) -> stats.Estimate | None:
@@ -54,13 +79,17 @@ def figures(
         out["validation_first_ms"] = 1000 * statistics.median(
             r.validation_first_s for r in validated
         )
-    each = [per_process(record, r, batch) for r in ok]
+    out |= epoch_figures(record, ok)
+    pooled = epochs.waited_share([b for r in ok for b in epochs.boundaries(r.epoch_starts)])
+    each = [per_process(record, r, batch, pooled) for r in ok]
     if not ok or any(e is None for e in each):
         notes = [r.validation_note for r in ok if r.validation_note]
         out["fullrun_note"] = notes[0] if notes else (
             "not every process timed a validation batch" if ok else None
         )
         return out
+    per_epoch = [_epoch_rest(record, e) for e in each]
+    out["fullrun_epoch_wait_s"] = statistics.median(per_epoch) if run.epochs > 1 else None
     for key, name in FIGURES.items():
         estimate = _estimate([e[key] for e in each], widening)
         if estimate is None:  # a part of 0 s (no validation), or an extra lost in noise
@@ -69,3 +98,10 @@ def figures(
         out[name] = estimate.value
         out |= interval(name, estimate)
     return out
+
+
+def _epoch_rest(record: dict[str, Any], parts: dict[str, float]) -> float:
+    """What one of the whole run's epoch starts waits where it waits: the rest of the tuning
+    thread's period at the run's epoch length (its steps and validation)."""
+    run = fullrun.plan((record.get("config") or {}).get("train") or {})
+    return epochs.rest_of_period((parts["steps"] + parts["validation"]) / run.epochs)

@@ -99,6 +99,8 @@ def _records(trainer: Trainer, info: dict, probes: dict, model_info, fits: dict)
         record["fingerprint"] = probe.fingerprint if probe else None
         record["hardware"] = where
         records[run.policy.name] = record
+        if record.get("predicted_step_s"):
+            trainer.predicted_s[run.policy.name] = record["predicted_step_s"]
     return records
 
 

@@ -68,6 +68,8 @@ class Trainer:
         self.engine = Engine(
             python, run_environment(run)
         )
+        # Each policy's step the probe predicted: how long the timing run's epochs are.
+        self.predicted_s: dict[str, float] = {}
 
     @property
     def run(self) -> Run:
@@ -119,7 +121,7 @@ class Trainer:
         profiled = repeat < train.profile_repeats
         dirs = tuple(self.profile_dirs.get(r.policy.name) if profiled else None for r in runs)
         job = RepeatJob(str(self.out), tuple(runs), prepared, repeat, dirs, str(self.progress),
-                        twins=repeat < train.repeats)
+                        twins=repeat < train.repeats, predicted_s=dict(self.predicted_s))
         self.progress.unlink(missing_ok=True)
         try:
             finished = self.engine.launch(job, RepeatResult, memory.trainer_limit(runs[0]))

@@ -33,6 +33,9 @@ class RepeatJob:
     profile_dirs: tuple[str | None, ...] = ()
     progress: str | None = None
     twins: bool = True  # the input's cost and the synthetic twins (first-stage repeats only)
+    # Each policy's step the probe predicted (seconds), where a probe ran: how many steps make
+    # a timing epoch of train.epoch_seconds (engine/timing.py epoch_length).
+    predicted_s: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,9 @@ class ArmResult:
     warmup_s: list[float] = field(default_factory=list)
     steps_per_sample: int = 1
     epochs: list[dict[str, Any]] = field(default_factory=list)
+    # Each timed epoch's start after the second (core/epochs.py): how long the last epoch's
+    # iterator had lived and how long this epoch's first batch waited, in seconds.
+    epoch_starts: list[dict[str, float]] = field(default_factory=list)
     synthetic_step_s: list[float] | None = None
     synthetic_rounds: list[int] | None = None
     # What it measured beyond its steps, by the name of a per_repeat field of the run record

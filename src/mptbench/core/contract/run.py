@@ -274,6 +274,10 @@ class TrainConfig:
 
     epochs: int = setting("epochs per repeat", **COUNT)
     steps_per_epoch: int | None = setting("steps per epoch; null: a whole epoch", **COUNT)
+    epoch_seconds: float | None = setting(
+        "a one-epoch timing run's epochs' length, each a new iterator; null: one for all",
+        **POSITIVE,
+    )
     warmup_steps: int = setting("untimed steps each repeat starts with", minimum=0)
     warmup_seconds: float | None = setting("or warm-up ends once it took this long", **POSITIVE)
     warmup_epochs: int = setting("or the first epochs are warm-up", minimum=0)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mptbench.core.commands import pip_install
+
 
 @dataclass(frozen=True)
 class Framework:
@@ -32,11 +34,11 @@ class Framework:
     @property
     def install(self) -> str:
         """The one line that installs it into this checkout's environment."""
-        return "pip install -e ." if self.extra is None else f"pip install -e '.[{self.extra}]'"
+        return pip_install("." if self.extra is None else f".[{self.extra}]")
 
     @property
     def gpu_install(self) -> str:
-        return f"pip install -e '.[{self.gpu_extra}]'"
+        return pip_install(f".[{self.gpu_extra}]")
 
 
 TENSORFLOW = Framework(

@@ -17,6 +17,7 @@ from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
 
+from mptbench.core.commands import pip_install
 from mptbench.core.contract import EnvironmentFacts, EnvironmentJob
 from mptbench.core.files import read_json, sha256_of
 from mptbench.jobs.launcher import Engine, EngineFailed, environment
@@ -28,7 +29,7 @@ def pinned(package: str) -> str:
         name, _, version = requirement.partition("==")
         if name.strip() == package and ";" not in requirement:
             return version.strip()
-    raise LookupError(f"mptbench pins no {package}: reinstall with pip install -e .")
+    raise LookupError(f"mptbench pins no {package}: reinstall with {pip_install()}")
 
 
 PINNED_TENSORFLOW = pinned("tensorflow")
@@ -103,7 +104,7 @@ def _this_environment(name: str) -> dict:
     if installed != PINNED_TENSORFLOW:
         raise VariantError(
             f"variant {name} reuses this environment, whose TensorFlow is {installed}, "
-            f"not the pinned {PINNED_TENSORFLOW}; reinstall with pip install -e ."
+            f"not the pinned {PINNED_TENSORFLOW}; reinstall with {pip_install()}"
         )
     return {
         "python": sys.executable,

@@ -27,7 +27,11 @@ def test_every_framework_s_yaml_is_read_and_the_extras_it_names_exist():
         for extra in {found.extra, found.gpu_extra} - {None}:
             assert extra in extras, f"{found.name}: pyproject has no extra {extra}"
         assert found.gpu_install == f"{program('pip')} install -e '.[{found.gpu_extra}]'"
-    assert frameworks.TORCH.install == f"{program('pip')} install -e '.[torch]'"
+    # PyPI's torch is a CUDA build: a CPU is told PyTorch's CPU build of the extra's pin, as
+    # README's test command installs it (tests/test_envs.py).
+    assert frameworks.TORCH.install == (f"{program('pip')} install torch==2.13.0+cpu "
+                                        "--extra-index-url https://download.pytorch.org/whl/cpu")
+    assert frameworks.TORCH.gpu_install == f"{program('pip')} install -e '.[torch]'"
     assert frameworks.TENSORFLOW.install == f"{program('pip')} install -e ."
 
 

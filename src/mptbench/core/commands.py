@@ -7,8 +7,10 @@ Python that runs mptbench (its bin/), relative to the working directory where it
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
+from importlib import metadata
 from pathlib import Path
 
 
@@ -35,3 +37,17 @@ def pip_install(target: str = ".") -> str:
     """The line that installs this checkout, or one of its extras (`.[gpu]`), here."""
     shown = target if target == "." else shlex.quote(target)
     return f"{program('pip')} install -e {shown}"
+
+
+def extra_pin(extra: str, package: str) -> str | None:
+    """The version an extra of the installed mptbench pins `package` at (pyproject.toml's)."""
+    try:
+        requirements = metadata.requires("mptbench") or []
+    except metadata.PackageNotFoundError:
+        return None
+    for requirement in requirements:
+        found = re.fullmatch(rf"{re.escape(package)}==([^;\s]+)\s*;\s*extra\s*==\s*"
+                             rf"[\"']{re.escape(extra)}[\"']", requirement.strip())
+        if found:
+            return found.group(1)
+    return None

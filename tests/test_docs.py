@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import unicodedata
 from pathlib import Path
 
@@ -339,3 +340,11 @@ def test_a_pointer_to_no_section_is_caught():
     )
     dead = _dead_pointers("planted", planted)
     assert [line.split(":")[1] for line in dead] == ["1", "2", "4", "4", "5"], dead
+
+
+def test_the_python_range_the_pages_give_is_pyproject_s():
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    low, high = re.fullmatch(r">=3\.(\d+),<3\.(\d+)", declared).groups()
+    said = f"Python 3.{low} to 3.{int(high) - 1}"
+    for page in (README, DOCS / "getting-started.md"):
+        assert said in page.read_text(), f"{page.name} does not say {said} ({declared})"

@@ -21,6 +21,10 @@ rule all:
         rules.aggregate.output,
 
 
+onstart:
+    check_gpus()
+
+
 onsuccess:
     print_headline()
 

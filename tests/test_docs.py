@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import unicodedata
 from pathlib import Path
 
@@ -95,15 +96,102 @@ def test_every_link_into_a_page_names_a_page_and_a_heading_it_has():
     assert checked > 20  # the scan finds the anchors the pages link
 
 
+# A measured figure: a duration, a size or a speedup (a number, or a range, and its unit).
+NUMBER = r"\d+(?:[.,]\d+)?(?: ?[-–] ?\d+(?:[.,]\d+)?)?"
+UNIT = r"ms|s|seconds?|min|minutes?|h|hours?|[KMGT]i?B"
+FIGURE = re.compile(rf"(?<![\w.–-])({NUMBER})(?:\s?({UNIT})|[x×])(?!\w)")
+# A unit as the benchmarks page may write it ("15 minutes" is held by "15 min").
+SAME_UNIT = {"seconds": "s", "second": "s", "minutes": "min", "minute": "min", "hours": "h",
+             "hour": "h"}
+LINKS_BENCHMARKS = re.compile(r"\]\([^)]*(?:bench/README|benchmarks)\.md[^)]*\)")
+# A setting's value, as the pages give it: "`train.max_step_seconds` (20 s)", "`x`, 4 s".
+AFTER_A_SETTING = re.compile(r"`[\w.<>\[\]]+`[,:]? \(?$")
+# Figures that are no measurement of ours: settings said in words, and the published ones.
+NOT_MEASURED = {
+    "to be at least 60 s": "SLURM's MinJobAge, a site's setting",
+    "sampled\nevery 10 s": "MLflow's system-metrics interval",
+    "over 2x\n  train.precision": "the rule that stops adding processes, in its message",
+    "the published 321 vs 304 s/step": "the 2020 experiment's",
+    "on the 4 GB Quadro M2200": "the 2020 experiment's card",
+    'To ask "what fits in 4 GB"': "an example of device.<kind>.fits_search_mb",
+}
+
+
+def _paragraphs(text: str) -> list[str]:
+    """A page's paragraphs, list items and table rows; a quote or a fenced block goes with
+    the paragraph that leads into it."""
+    parts = re.split(r"\n\s*\n|\n(?=\s*- |\| )", text)
+    joined: list[str] = []
+    for part in parts:
+        if joined and part.lstrip().startswith((">", "```")):
+            joined[-1] += "\n" + part
+        else:
+            joined.append(part)
+    return joined
+
+
+def _holds(benchmarks: str, number: str, unit: str | None) -> bool:
+    """Whether the benchmarks page states this figure: the number in the same unit (a speedup
+    there may stand bare, in a table's column of them)."""
+    if unit is None:
+        after = r"(?:\s?[x×])?"
+    else:
+        unit = SAME_UNIT.get(unit, unit)
+        words = [u for u, short in SAME_UNIT.items() if short == unit]
+        after = r"\s?(?:" + "|".join(map(re.escape, [unit, *words])) + r")(?!\w)"
+    return re.search(rf"(?<![\d.]){re.escape(number)}(?!\.?\d){after}", benchmarks) is not None
+
+
+def _unsourced_figures(text: str, benchmarks: str) -> list[str]:
+    """Figures in `text` that are neither in a paragraph linking the benchmarks page, with
+    that page holding their number, nor a setting's value or a figure NOT_MEASURED."""
+    held = benchmarks.replace("–", "-")
+    found = []
+    for paragraph in _paragraphs(text):
+        linked = LINKS_BENCHMARKS.search(paragraph)
+        for match in FIGURE.finditer(paragraph):
+            number = match.group(1).replace("–", "-")
+            if AFTER_A_SETTING.search(paragraph[: match.start()]):
+                continue
+            if any(snippet in paragraph and match.group(0) in snippet
+                   for snippet in NOT_MEASURED):
+                continue
+            if linked and _holds(held, number, match.group(2)):
+                continue
+            found.append(" ".join(paragraph[max(0, match.start() - 60): match.end()].split()))
+    return found
+
+
 def test_measured_figures_live_in_the_benchmarks_page_alone():
-    # A timing stated on a page goes stale; the page links bench/README.md instead. The
-    # benchmarks page is that file (a link), so a new measurement edits one file.
+    """A figure stated on a page goes stale: README and the docs state a duration, size or
+    speedup only where they link bench/README.md and it holds the figure (the benchmarks
+    page is that file, a link, so a new measurement edits one file)."""
     assert (DOCS / "benchmarks.md").resolve() == (ROOT / "bench" / "README.md").resolve()
-    stated = re.compile(r"\b(took|measured at|ran in) \d+(\.\d+)? ?(min|s|ms)\b")
-    for page, text in _pages().items():
-        if page.name == "benchmarks.md":
-            continue
-        assert not stated.search(text), f"{page.relative_to(ROOT)} states a measured time"
+    benchmarks = (ROOT / "bench" / "README.md").read_text()
+    pages = {README: README.read_text()} | {
+        p: t for p, t in _pages().items() if p.name != "benchmarks.md"}
+    assert sum(len(FIGURE.findall(t)) for t in pages.values()) > 30  # the scan reads them
+    stated = [f"{page.relative_to(ROOT)}: ...{figure}" for page, text in pages.items()
+              for figure in _unsourced_figures(text, benchmarks)]
+    assert not stated, "\n".join(stated)
+
+
+def test_a_figure_without_its_source_is_caught():
+    benchmarks = "| wall time | **27.7 min** |\n| speedup | 2.81 (2.67-2.95) | 15.1 s | (15) |"
+    planted = (
+        "On 2 cores the grid took 31 min.\n\n"
+        "It took 27.7 min ([measured](bench/README.md#grid)).\n\n"
+        "It took 99.9 min ([measured](bench/README.md#grid)).\n\n"
+        "- mixed_bfloat16 ran 2.81× float32 ([measured](../benchmarks.md#backends))\n"
+        "- and 3.5x with AMX\n\n"
+        "A cell over `train.max_step_seconds` (20 s) is skipped; one step took 15\nminutes.\n\n"
+        "A step takes 15 minutes ([measured](bench/README.md#grid))."
+    )
+    found = _unsourced_figures(planted, benchmarks)
+    ends = ["the grid took 31 min", "It took 99.9 min", "and 3.5x", "one step took 15 minutes",
+            "A step takes 15 minutes"]  # held neither as 15.1 s nor as a bare (15)
+    assert len(found) == len(ends), found
+    assert all(f.endswith(e) for f, e in zip(found, ends, strict=True)), found
 
 
 def _build(root: Path, site: Path) -> subprocess.CompletedProcess:
@@ -176,3 +264,11 @@ def test_every_repository_path_named_in_code_docs_and_rules_exists():
     ]
     assert not dead, "\n".join(dead)
 
+
+
+def test_the_python_range_the_pages_give_is_pyproject_s():
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    low, high = re.fullmatch(r">=3\.(\d+),<3\.(\d+)", declared).groups()
+    said = f"Python 3.{low} to 3.{int(high) - 1}"
+    for page in (README, DOCS / "getting-started.md"):
+        assert said in page.read_text(), f"{page.name} does not say {said} ({declared})"

@@ -7,6 +7,7 @@ import yaml
 
 from mptbench.core import frameworks
 from mptbench.core.cells import BACKENDS
+from mptbench.core.commands import program
 from mptbench.core.record import FIELDS
 from mptbench.engine import backends
 
@@ -25,9 +26,13 @@ def test_every_framework_s_yaml_is_read_and_the_extras_it_names_exist():
         # The lines a user is told to run name extras that exist.
         for extra in {found.extra, found.gpu_extra} - {None}:
             assert extra in extras, f"{found.name}: pyproject has no extra {extra}"
-        assert found.gpu_install == f"pip install -e '.[{found.gpu_extra}]'"
-    assert frameworks.TORCH.install == "pip install -e '.[torch]'"
-    assert frameworks.TENSORFLOW.install == "pip install -e ."
+        assert found.gpu_install == f"{program('pip')} install -e '.[{found.gpu_extra}]'"
+    # PyPI's torch is a CUDA build: a CPU is told PyTorch's CPU build of the extra's pin, as
+    # README's test command installs it (tests/test_envs.py).
+    assert frameworks.TORCH.install == (f"{program('pip')} install torch==2.13.0+cpu "
+                                        "--extra-index-url https://download.pytorch.org/whl/cpu")
+    assert frameworks.TORCH.gpu_install == f"{program('pip')} install -e '.[torch]'"
+    assert frameworks.TENSORFLOW.install == f"{program('pip')} install -e ."
 
 
 def test_every_framework_s_versions_are_record_fields_its_backend_fills():

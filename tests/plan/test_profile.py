@@ -19,7 +19,8 @@ def test_the_shipped_slurm_profile_names_every_placeholder():
     assert line == (
         "profiles/slurm/config.yaml: fill in default-resources.slurm_account, "
         "default-resources.slurm_partition, set-threads.calibrate, set-threads.probe, "
-        "set-threads.train for your site first (still CHANGE_ME; README: Running on a cluster)"
+        "set-threads.train for your site first (still CHANGE_ME; "
+        "docs/guide/clusters.md#running-on-a-cluster-slurm)"
     )
     assert check_profiles(["snakemake", "--profile", "profiles/default"], ROOT, {}) is None
 

@@ -22,6 +22,7 @@ from mptbench.plan import (
     workflow_overrides,
 )
 from mptbench.plan import calibrate, groups, headline, inputs, layout, params, resources
+from mptbench.plan.environment import gpu_checks
 from mptbench.plan.profile import check_profiles
 from mptbench.report.merge import folder_files, split as split_include
 from mptbench.report.records import ReportError
@@ -171,6 +172,16 @@ def print_headline():
     text = headline.text(CFG, sys.argv)
     if text:
         print(text)
+
+
+def check_gpus():
+    """Before the first job: each backend the grid times on a GPU sees one, or the run stops
+    with the line that says what to install, before the download and the cache."""
+    from mptbench.jobs.environment import gpu_problems
+
+    problems = gpu_problems(gpu_checks(CFG, CELLS), Path(layout.GPU_CHECK_LOG))
+    if problems:
+        raise WorkflowError(f"mptbench: {'; '.join(problems)}")
 
 
 def mark_sweep_failed():

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mptbench.core.commands import extra_pin, pip_install, program
+
 
 @dataclass(frozen=True)
 class Framework:
@@ -28,15 +30,23 @@ class Framework:
     # Its GPU memory limit is read when it starts (an environment variable set before), not
     # set through the framework afterwards.
     memory_limit_at_start: bool = False
+    # Where its extra's wheel from PyPI is a CUDA build (GPUs too, with NVIDIA's libraries):
+    # the index of its CPU-only build and that build's version suffix, which `install` names.
+    cpu_build: tuple[str, str] | None = None
 
     @property
     def install(self) -> str:
-        """The one line that installs it into this checkout's environment."""
-        return "pip install -e ." if self.extra is None else f"pip install -e '.[{self.extra}]'"
+        """The one line that installs it into this checkout's environment, for CPUs."""
+        pin = self.cpu_build and self.extra and extra_pin(self.extra, self.module)
+        if pin:
+            index, suffix = self.cpu_build
+            wheel = f"{self.module}=={pin}{suffix}"
+            return f"{program('pip')} install {wheel} --extra-index-url {index}"
+        return pip_install("." if self.extra is None else f".[{self.extra}]")
 
     @property
     def gpu_install(self) -> str:
-        return f"pip install -e '.[{self.gpu_extra}]'"
+        return pip_install(f".[{self.gpu_extra}]")
 
 
 TENSORFLOW = Framework(
@@ -47,11 +57,11 @@ JAX = Framework(
     "jax", "JAX", "jax", ("jax", "jaxlib"), "jax", "jax-gpu",
     profiled=False, feeds="arrays", memory_limit_at_start=True,
 )
-# PyPI's torch wheel for Linux is a CUDA build (GPUs and CPUs, several GB); where the package
-# index has the CPU-only one (torch==2.13.0+cpu, about 190 MB) the same pin installs that.
+# PyPI's torch wheel for Linux is a CUDA build (GPUs and CPUs, with NVIDIA's libraries): the
+# torch extra is for GPUs, and a CPU takes PyTorch's CPU-only build of the same pin.
 TORCH = Framework(
     "torch", "PyTorch", "torch", ("torch",), "torch", "torch",
-    profiled=False, feeds="arrays",
+    profiled=False, feeds="arrays", cpu_build=("https://download.pytorch.org/whl/cpu", "+cpu"),
 )
 FRAMEWORKS: tuple[Framework, ...] = (TENSORFLOW, JAX, TORCH)
 BY_NAME = {f.name: f for f in FRAMEWORKS}

@@ -54,7 +54,7 @@ def run(job: EngineJob):
     if isinstance(job, DescribeJob):
         return describe(job)
     if isinstance(job, EnvironmentJob):
-        return environment_facts()
+        return environment_facts(start(job.backend), job.gpu)
     raise TypeError(f"not an engine job: {type(job).__name__}")
 
 

@@ -79,7 +79,13 @@ def startup_facts(text: str) -> dict[str, Any]:
     return {"tf_unused_cpu_instructions": unused, "onednn": onednn}
 
 
-def environment_facts() -> EnvironmentFacts:
-    """What this interpreter's TensorFlow says of itself: the environment check's answer."""
-    tf, keras, facts = import_tensorflow()
-    return EnvironmentFacts(tensorflow=tf.__version__, keras=keras.__version__, **facts)
+def environment_facts(session, gpu: str | None = None) -> EnvironmentFacts:
+    """What this interpreter's started backend (engine/backends.py's Session) says of itself:
+    the environment check's answer. A GPU named must be one it sees: its GpuMissing line
+    otherwise, the check a run makes before any job (jobs/environment.py gpu_problems)."""
+    if gpu:
+        session.require_gpu(gpu)
+    if session.name != "tensorflow":
+        return EnvironmentFacts(keras=session.keras.__version__)
+    return EnvironmentFacts(tensorflow=session.framework.__version__,
+                            keras=session.keras.__version__, **session.facts)

@@ -5,18 +5,25 @@ that runs the workflow, once its TensorFlow matches the pin. A variant with a wh
 or built by the build_tensorflow rule) gets a venv of its own: envs/requirements-train.txt,
 then the wheel. Either way the environment is verified by starting its TensorFlow and
 reading which CPU instructions it says it does not use.
+
+Before a run's first job, each backend the grid times on a GPU is started with that GPU
+visible (`gpu_problems`): a framework without its CUDA libraries stops the run in one line
+then, not after the download and the cache, in the first GPU job.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
 
+from mptbench.core.commands import pip_install
 from mptbench.core.contract import EnvironmentFacts, EnvironmentJob
 from mptbench.core.files import read_json, sha256_of
 from mptbench.jobs.launcher import Engine, EngineFailed, environment
@@ -28,7 +35,7 @@ def pinned(package: str) -> str:
         name, _, version = requirement.partition("==")
         if name.strip() == package and ";" not in requirement:
             return version.strip()
-    raise LookupError(f"mptbench pins no {package}: reinstall with pip install -e .")
+    raise LookupError(f"mptbench pins no {package}: reinstall with {pip_install()}")
 
 
 PINNED_TENSORFLOW = pinned("tensorflow")
@@ -67,6 +74,32 @@ def startup_of(python: str, env: dict[str, str]) -> dict:
     return asdict(facts)
 
 
+def gpu_problems(checks: list[tuple[str, str, str | None, dict]], log: Path) -> list[str]:
+    """One line for each check whose backend sees no GPU: a check is (backend, GPU, the
+    variant's environment manifest or None for this environment, the variant's variables).
+    They start side by side (a framework's start is seconds of one core); their output goes
+    to `log`, whose path a failure without a line of its own names."""
+    def problem(check) -> str | None:
+        backend, gpu, manifest, env = check
+        python, _ = interpreter(manifest)
+        engine = Engine(python, environment(env, gpu, backend))
+        with tempfile.TemporaryDirectory() as tmp:
+            job = EnvironmentJob(out=str(Path(tmp) / "facts.json"), backend=backend, gpu=gpu)
+            try:
+                engine.result(job, EnvironmentFacts)
+            except EngineFailed as exc:
+                return str(exc).replace("see the log above", f"see {log}")
+        return None
+
+    if not checks:
+        return []
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as out, contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        with ThreadPoolExecutor(max_workers=len(checks)) as pool:
+            found = list(pool.map(problem, checks))
+    return [line for line in found if line]
+
+
 def _run(command: list[str], log) -> None:
     log("+ " + " ".join(command))
     done = subprocess.run(command, capture_output=True, text=True)
@@ -103,7 +136,7 @@ def _this_environment(name: str) -> dict:
     if installed != PINNED_TENSORFLOW:
         raise VariantError(
             f"variant {name} reuses this environment, whose TensorFlow is {installed}, "
-            f"not the pinned {PINNED_TENSORFLOW}; reinstall with pip install -e ."
+            f"not the pinned {PINNED_TENSORFLOW}; reinstall with {pip_install()}"
         )
     return {
         "python": sys.executable,

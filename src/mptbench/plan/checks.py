@@ -83,7 +83,8 @@ def _backends(cfg: dict[str, Any]) -> None:
     for name in cfg["backend"]:
         found = framework(name)
         if importlib.util.find_spec(found.module) is None:
-            raise ConfigError(f"backend {name}: not installed here; {found.install}")
+            gpus = f" (for GPUs: {found.gpu_install})" if found.gpu_install != found.install else ""
+            raise ConfigError(f"backend {name}: not installed here; {found.install}{gpus}")
     if not pairs(cfg):
         above = beyond_machine(cfg)
         if above and set(above) == set(cfg["variant"]):

@@ -102,6 +102,7 @@ def _shown(group: tuple[str, ...], name: str) -> dict[str, Any]:
 CALIBRATION = "results/calibration/{machine}/{backend}/{variant}/{device}/{settings}.json"
 CALIBRATION_LOG = "results/calibration/{machine}/{backend}/{variant}/{device}/{settings}.log"
 VARIANT_ENV = "resources/envs/{variant}.json"
+GPU_CHECK_LOG = "resources/logs/environment/gpus.log"  # the check before a run's first job
 WHEELS = "resources/wheels/{variant}"
 BAZELISK = "resources/build/{variant}/bazelisk.path"
 SOURCE_TREE = "resources/build/{variant}/tensorflow"

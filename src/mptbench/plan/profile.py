@@ -97,6 +97,6 @@ def check_profiles(
                 shown = config
             return (
                 f"{shown}: fill in {', '.join(keys)} for your site first "
-                f"(still {PLACEHOLDER}; README: Running on a cluster)"
+                f"(still {PLACEHOLDER}; docs/guide/clusters.md#running-on-a-cluster-slurm)"
             )
     return None

@@ -83,10 +83,13 @@ class DescribeJob:
 
 @dataclass(frozen=True)
 class EnvironmentJob:
-    """What this Python's TensorFlow says of itself when it starts."""
+    """What this Python's framework says of itself when it starts (TensorFlow: its start-up
+    lines); with a GPU, that the framework sees it, or the one line that says it does not."""
 
     KIND: ClassVar[str] = "environment"
     out: str
+    backend: str = "tensorflow"
+    gpu: str | None = None
 
 
 @dataclass(frozen=True)

@@ -170,7 +170,8 @@ class ParityResult:
 
 @dataclass
 class EnvironmentFacts:
-    tensorflow: str
     keras: str
-    tf_unused_cpu_instructions: list[str]
-    onednn: str
+    # TensorFlow's start-up facts; None where the job started another backend.
+    tensorflow: str | None = None
+    tf_unused_cpu_instructions: list[str] = field(default_factory=list)
+    onednn: str | None = None

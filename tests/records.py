@@ -110,6 +110,10 @@ VALUES: dict[str, Any] = {
     "fullrun_steps_s": 200.0,
     "fullrun_validation_s": 15.0,
     "fullrun_first_epoch_s": 1.0,
+    # Its epochs' starts: 12 timed, none of which waited (one speed).
+    "fullrun_epoch_starts_s": 0.0,
+    "epoch_starts_timed": 12,
+    "epoch_starts_waited": 0,
     "started_at": "2026-01-01T00:00:00",
     "tensorflow": "2.21.0",
     "jax": None,  # versions of the frameworks it did not run on

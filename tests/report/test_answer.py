@@ -15,6 +15,7 @@ from answer_cases import (
     two_processes,
 )
 
+from mptbench.core.epochs import REMEDY
 from mptbench.report.answer import answers
 from mptbench.report.breakdown import breakdown_table
 from mptbench.report.headline import answer_metrics_and_tags, headline_lines
@@ -115,6 +116,25 @@ def test_without_a_whole_run_the_time_is_not_guessed_and_says_why():
     found = _answer([c | {"fullrun_s": None, "fullrun_note": why} for c in grid()])
     assert found.lead.endswith("2.32× float32's best (1.32–4.09).")
     assert f"A whole run's time is not known ({why})." in found.details
+
+
+def test_epoch_starts_that_waited_are_said_with_how_often_how_long_and_what_to_try():
+    """float32 at batch 128 waited at 7 of 12 timed epoch starts, mixed_bfloat16 at batch 256
+    at 5 of 11; their whole runs' epoch starts come to 114 and 30 s."""
+    waits = {128: (7, 12, 2100, 6.2, 114.0), 256: (5, 11, 900, 2.5, 30.0)}
+    cells = [c | dict(zip(("epoch_starts_waited", "epoch_starts_timed", "epoch_wait_most_ms",
+                           "fullrun_epoch_wait_s", "fullrun_epoch_starts_s"),
+                          waits[c["batch_size"]], strict=True))
+             if c["batch_size"] in waits else c for c in grid()]
+    said = [d for d in _answer(cells).details if d.startswith("Epochs start at two speeds")]
+    assert len(said) == 1
+    assert "float32 at batch 128: 7 of 12 timed epoch starts waited" in said[0]
+    assert "up to 2.1 s here, 6.2 s each at this run's epoch length: 114 s" in said[0]
+    assert "mixed_bfloat16 at batch 256: 5 of 11" in said[0]
+    assert said[0].endswith(f"{REMEDY}.")
+    # Where no start waited, nothing is said.
+    calm = [c | {"epoch_starts_waited": 0, "epoch_starts_timed": 12} for c in grid()]
+    assert not [d for d in _answer(calm).details if d.startswith("Epochs start")]
 
 
 def test_one_answer_per_machine_model_and_device_naming_several_backends():

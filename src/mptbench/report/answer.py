@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from mptbench.core import fullrun, stats
+from mptbench.core import epochs, fullrun, stats
 from mptbench.core.host import HOST_TOLERANCE
 from mptbench.core.outcomes import Outcome
 from mptbench.report import choice as choices
@@ -236,6 +236,34 @@ def _checks(c: Choice, rows: pd.DataFrame, baseline: str) -> str | None:
     return f"{said}; {learns}."
 
 
+def _seconds(seconds: float) -> str:
+    return f"{seconds:.2g} s" if seconds < 10 else f"{seconds:.0f} s" if seconds < 120 else (
+        f"{seconds / 60:.1f} min")
+
+
+def _epoch_words(c: Choice, rows: pd.DataFrame) -> str | None:
+    """'float32's epochs start at two speeds: 7 of 12 timed epoch starts waited for ...': where
+    a shown cell's epoch starts waited for the last epoch's tf.data tuning thread
+    (core/epochs.py), how often, how long, and what it comes to in the whole run; then what
+    to try."""
+    said = []
+    shown = [c.base, *([c.top] if c.top is not c.base else [])]
+    for row in shown:
+        if row is None or not (row.get("epoch_starts_waited") or 0) > 0:
+            continue
+        waited, timed = int(row["epoch_starts_waited"]), int(row["epoch_starts_timed"])
+        whole = (f", {_seconds(float(row['fullrun_epoch_wait_s']))} each at this run's epoch "
+                 f"length: {_seconds(float(row['fullrun_epoch_starts_s']))} of its whole run"
+                 if pd.notna(row.get("fullrun_epoch_wait_s")) else "")
+        said.append(f"{configuration(row, rows)}: {waited} of {timed} timed epoch starts waited "
+                    f"for the last epoch's tf.data tuning thread (up to "
+                    f"{_seconds(float(row['epoch_wait_most_ms']) / 1000)} here{whole})")
+    if not said:
+        return None
+    return (f"Epochs start at two speeds: {'; '.join(said)}. To start every epoch at once, "
+            f"{epochs.REMEDY}.")
+
+
 def _left_out_words(c: Choice, rows: pd.DataFrame) -> str | None:
     """The cells left out that ran faster than the answer, fastest first, with why."""
     above = c.chosen["images_per_sec"] if c.chosen is not None else 0
@@ -294,7 +322,8 @@ def details(c: Choice, rows: pd.DataFrame, baseline: str) -> tuple[str, ...]:
     """The short sentences after the lead."""
     found = (_throughputs(c, rows, baseline), _how(c, rows, baseline),
              _paired_words(c, rows, baseline), _checks(c, rows, baseline), _run_words(c, rows),
-             _left_out_words(c, rows), _unsupported_words(rows), _host_words(c))
+             _epoch_words(c, rows), _left_out_words(c, rows), _unsupported_words(rows),
+             _host_words(c))
     return tuple(s for s in found if s)
 
 

@@ -51,7 +51,11 @@ HOW_TO_READ = (
     "OOM (out of memory, on evidence), killed (killed from outside), over budget (a step is, or"
     " is clearly predicted to be, slower than train.max_step_seconds), NaN/Inf (the loss became"
     " non-finite) or unsupported (no kernel for the policy on this device); hover over it for "
-    "the recorded reason. The published (2020) numbers follow for comparison. With cells from "
+    "the recorded reason. A whole run (the answer's times) is what fit spends on the prepared "
+    "cache: its steps, a validation pass after each epoch, the first epoch's compiling and "
+    "what each later epoch's start waits for the last epoch's tf.data tuning thread; a fit "
+    "that reads image files also decodes them in its first epoch, which is not in it. "
+    "The published (2020) numbers follow for comparison. With cells from "
     "several machines (a cluster's targets, or results merged from several machines), each "
     "machine has its own sections, and Machines compared sets them side by side."
 )

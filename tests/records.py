@@ -25,6 +25,7 @@ from mptbench.core import stats
 from mptbench.core.outcomes import Outcome
 from mptbench.core.policies import policy_of_record
 from mptbench.core.stats import Estimate
+from mptbench.report.summary import VALUE_OF
 
 # A field's value where its type's (BY_TYPE) is not a plausible one: an ok float32 cell of
 # seed_convnet at batch 8 on a CPU, timed in 3 processes of 4 steps each at 100 ms, its twin
@@ -130,8 +131,6 @@ VALUES: dict[str, Any] = {
 BY_TYPE: dict[type, Any] = {int: 1, float: 1.0, bool: False}
 UNSAID = ("_note", "_warning", "reason")
 INTERVAL = {"log_se": 0.01, "df": 2}  # 3 processes
-# The figure an interval's columns are named after, where it is not the figure's own name.
-VALUE_OF = {"speedup": "speedup_vs_baseline"}
 # The derived columns that compare a cell with its baseline: a baseline's row has only its
 # ratios (1) and its own parity figures, as the report gives them.
 COMPARED = ("speedup", "memory_vs_baseline", "fullrun_speedup", "parity_")

@@ -14,7 +14,8 @@ from mptbench.report.summary import summarise
 STEIN_LOGS = [0.0165, 0.04, 0.0635, 0.04, 0.04]
 
 
-def _cell(policy: str, logs: list[float], planned: int | None = None, baseline=False) -> dict:
+def _cell(policy: str, logs: list[float], planned: int | None = None, baseline=False,
+          host_widening: float = 0.0) -> dict:
     """A record timed in one process per log speedup, 4 steps in 4 rounds each, without a
     whole run's time; `planned`: train.repeats (the first stage under Stein's procedure)."""
     repeats = [
@@ -30,6 +31,7 @@ def _cell(policy: str, logs: list[float], planned: int | None = None, baseline=F
     return record(
         machine="local", model="m", policy=policy, compute_dtype="float32" if baseline
         else "bfloat16", baseline=baseline, repeats=repeats, fullrun_s=None,
+        host_widening=host_widening,
         **({"config": {"train": {"repeats": planned}}} if planned else {}),
     )
 
@@ -62,6 +64,17 @@ def test_the_best_of_n_is_widened_on_the_cells_own_degrees_of_freedom(planned, c
     assert _t_of(top.estimate) == pytest.approx(stats.t_quantile(1 - 0.05 / count, df))
     assert top.estimate.low <= row["speedup_ci_low"] and top.estimate.high >= row["speedup_ci_high"]
     assert top.estimate.high - top.estimate.low > row["speedup_ci_high"] - row["speedup_ci_low"]
+
+
+def test_the_best_of_one_is_the_cells_own_interval_host_widening_and_all():
+    """A cell whose processes all ran on a slowed host: summary.csv widens its interval
+    (host_widening); the headline's best of one is that interval, not a narrower one."""
+    summary = summarise([_cell("float32", [0.0] * 5, 3, baseline=True),
+                         _cell("best", STEIN_LOGS, 3, host_widening=0.05)])
+    top = best(summary)
+    assert top.count == 1 and top.row["host_widening"] == 0.05
+    assert (top.estimate.low, top.estimate.high) == pytest.approx(
+        (top.row["speedup_ci_low"], top.row["speedup_ci_high"]))
 
 
 def test_a_cell_the_summary_calls_no_measurable_difference_is_not_faster_in_the_metrics():

@@ -9,7 +9,7 @@ from records import unmeasured_record
 from mptbench.core import stats
 from mptbench.core.contract import ArmResult
 from mptbench.jobs.combine import combine
-from mptbench.report.summary import peaks, summarise
+from mptbench.report.summary import VALUE_OF, estimate_of, peaks, summarise
 
 CALIBRATION = {
     "matmul": {"float32": {"tflops": 2.0}, "bfloat16": {"tflops": 6.0}},
@@ -195,10 +195,6 @@ def _combined(policy: str, dtype: str, scale: float, compute: float, slow: float
     return record
 
 
-# The column an interval's prefix is the interval of, where it is not the prefix itself.
-VALUE_OF = {"speedup": "speedup_vs_baseline"}
-
-
 def test_every_interval_in_summary_csv_is_recomputed_from_its_own_columns(tmp_path):
     """value·exp(±(t·log_se + host_widening)), t the 95% quantile at the CSV's degrees of
     freedom: every *_ci_low/*_ci_high pair the CSV prints, from the CSV alone; one cell
@@ -224,6 +220,10 @@ def test_every_interval_in_summary_csv_is_recomputed_from_its_own_columns(tmp_pa
         half = np.array([stats.t_quantile(0.95, int(d)) for d in df]) * log_se + widening
         assert shown[f"{prefix}_ci_low"].tolist() == pytest.approx(value * np.exp(-half))
         assert shown[f"{prefix}_ci_high"].tolist() == pytest.approx(value * np.exp(half))
+        # The one estimate of a row every reader builds (the answer, the headline) is it.
+        rebuilt = [estimate_of(row, prefix) for _, row in shown.iterrows()]
+        assert [e.low for e in rebuilt] == pytest.approx(shown[f"{prefix}_ci_low"].tolist())
+        assert [e.high for e in rebuilt] == pytest.approx(shown[f"{prefix}_ci_high"].tolist())
     # Under Stein's procedure the speedup's degrees of freedom are the first stage's 3 less one.
     assert csv.set_index("policy").loc["mixed_bfloat16", "speedup_df"] == 2
 

@@ -38,7 +38,7 @@ import pandas as pd
 
 from mptbench.core import stats
 from mptbench.core.outcomes import Outcome
-from mptbench.report.summary import CELL_KEYS, is_baseline
+from mptbench.report.summary import CELL_KEYS, estimate_of, is_baseline
 
 # What the choice decided.
 USE = "use"  # another policy measurably beats the baseline's best
@@ -163,16 +163,9 @@ def _widening(*rows: pd.Series) -> float:
 
 
 def paired_estimate(top: pd.Series, base: pd.Series) -> stats.Estimate | None:
-    """The top cell's paired speedup over the baseline, where both are one comparison group
-    (with its widening, as summary.csv's interval has it)."""
-    if not one_group(top, base) or pd.isna(top.get("speedup_vs_baseline")):
-        return None
-    value = float(top["speedup_vs_baseline"])
-    if pd.isna(top.get("speedup_log_se")) or pd.isna(top.get("speedup_df")):
-        return stats.Estimate(value, 1, None)
-    df = int(top["speedup_df"])
-    return stats.Estimate(value, df + 1, float(top["speedup_log_se"]), df=df,
-                          widening=_widening(top))
+    """The top cell's paired speedup over the baseline, where both are one comparison group,
+    as summary.csv's interval has it."""
+    return estimate_of(top, "speedup") if one_group(top, base) else None
 
 
 def unpaired_estimate(top: pd.Series, base: pd.Series) -> stats.Estimate:

@@ -9,9 +9,9 @@ report's tables show every cell's.
 The best of N cells is a choice, and the best of N cells with no true effect looks faster
 by chance far more often than 1 time in 20: the best_speedup.* metric's interval is widened for
 the choice (Bonferroni: each of N intervals at 1 - 0.05/N, so all N hold together 95% of the
-time). It is rebuilt from summary.csv's speedup_log_se and speedup_df, the cell's own degrees
-of freedom: under Stein's procedure those of the first stage, so it is never narrower than the
-cell's own 95% interval.
+time). It is the cell's own, as summary.csv made it (report/summary.py estimate_of: its
+speedup_log_se, its degrees of freedom, under Stein's procedure the first stage's, and its host
+widening), at that confidence: never narrower than the cell's own 95% interval.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pandas as pd
 from mptbench.core import stats
 from mptbench.core.outcomes import FAILED, Outcome
 from mptbench.report.answer import answers
-from mptbench.report.summary import groups, is_baseline
+from mptbench.report.summary import estimate_of, groups, is_baseline
 from mptbench.report.variants import generations
 
 
@@ -42,25 +42,12 @@ def best(rows: pd.DataFrame) -> Best | None:
     if hit.empty:
         return None
     top = hit.sort_values("speedup_vs_baseline", ascending=False).iloc[0]
-    estimate = cell_estimate(top)
-    if estimate is not None:
+    estimate = estimate_of(top, "speedup")
+    if estimate is not None and estimate.log_se is not None:
         estimate = estimate.at(stats.simultaneous(stats.CONFIDENCE, len(hit)))
+    else:  # one process: no interval to judge by
+        estimate = None
     return Best(top, len(hit), estimate)
-
-
-def cell_estimate(row: pd.Series) -> stats.Estimate | None:
-    """The cell's speedup as its own interval was worked out: its standard error and its
-    degrees of freedom (Stein's first stage's where processes were added, not all of them
-    less one); None where it has no interval."""
-    needed = ("speedup_log_se", "speedup_processes", "speedup_df")
-    if not all(pd.notna(row.get(c)) for c in needed):
-        return None
-    return stats.Estimate(
-        float(row["speedup_vs_baseline"]),
-        int(row["speedup_processes"]),
-        float(row["speedup_log_se"]),
-        df=int(row["speedup_df"]),
-    )
 
 
 def counts(rows: pd.DataFrame) -> dict[str, int]:

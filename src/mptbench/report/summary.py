@@ -166,6 +166,29 @@ def fullrun_speedup(baseline: dict, other: dict) -> stats.Estimate | None:
     return replace(stats.of_logs(logs, first=first), widening=_widening(other))
 
 
+# The column an interval's prefix is the interval of, where it is not the prefix itself.
+VALUE_OF = {"speedup": "speedup_vs_baseline"}
+
+
+def estimate_of(row: pd.Series | dict, prefix: str) -> stats.Estimate | None:
+    """A row's figure (`prefix`: speedup, ms_per_step, fullrun_s, ...) as summary.csv made
+    its interval: the value, the standard error of its mean log, its degrees of freedom and the
+    row's host widening (core/host.py), so value·exp(±(t·log_se + widening)) is the CSV's
+    interval; at another confidence (`.at`), the same recipe. No interval without a standard
+    error; None without a value."""
+    value = row.get(VALUE_OF.get(prefix, prefix))
+    if value is None or pd.isna(value):
+        return None
+    log_se, df = row.get(f"{prefix}_log_se"), row.get(f"{prefix}_df")
+    if log_se is None or pd.isna(log_se) or df is None or pd.isna(df):
+        return stats.Estimate(float(value), 1, None)
+    processes = row.get(f"{prefix}_processes")
+    n = int(processes) if processes is not None and pd.notna(processes) else int(df) + 1
+    widening = row.get("host_widening")
+    return stats.Estimate(float(value), n, float(log_se), df=int(df),
+                          widening=float(widening) if pd.notna(widening) else 0.0)
+
+
 def is_baseline(rows: pd.DataFrame) -> pd.Series:
     """Which rows are the baseline policy's (its yaml says baseline: true)."""
     return rows["baseline"].astype("boolean").fillna(False).astype(bool)

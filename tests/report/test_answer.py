@@ -137,6 +137,17 @@ def test_epoch_starts_that_waited_are_said_with_how_often_how_long_and_what_to_t
     assert not [d for d in _answer(calm).details if d.startswith("Epochs start")]
 
 
+def test_records_that_timed_no_epoch_start_say_nothing_of_them():
+    """The try-out's cells: 2 epochs of their own, so no start is timed (the second's is left
+    out); summary.csv holds no count, and the answer says nothing of epoch starts."""
+    none = {"epoch_starts_timed": None, "epoch_starts_waited": None,
+            "epoch_note": "no epoch start timed"}
+    summary = summarise([record("float32", 400.0) | none, record("mixed_bfloat16", 250.0) | none])
+    [found] = answers(summary)
+    assert found.lead.startswith("seed_convnet on cpu: Use mixed_bfloat16")
+    assert not [d for d in found.details if "epoch start" in d]
+
+
 def test_one_answer_per_machine_model_and_device_naming_several_backends():
     cells = grid() + [c | {"device": "cpu"} for c in grid()]
     # jax twice as fast, its cells timed tightly enough to beat the best of 8 against 8.

@@ -249,9 +249,10 @@ def _epoch_words(c: Choice, rows: pd.DataFrame) -> str | None:
     said = []
     shown = [c.base, *([c.top] if c.top is not c.base else [])]
     for row in shown:
-        if row is None or not (row.get("epoch_starts_waited") or 0) > 0:
+        waited = None if row is None else row.get("epoch_starts_waited")
+        if waited is None or pd.isna(waited) or waited <= 0:
             continue
-        waited, timed = int(row["epoch_starts_waited"]), int(row["epoch_starts_timed"])
+        waited, timed = int(waited), int(row["epoch_starts_timed"])
         whole = (f", {_seconds(float(row['fullrun_epoch_wait_s']))} each at this run's epoch "
                  f"length: {_seconds(float(row['fullrun_epoch_starts_s']))} of its whole run"
                  if pd.notna(row.get("fullrun_epoch_wait_s")) else "")

@@ -56,19 +56,25 @@ class Steal:
 # ---------------------------------------------------------------- data
 
 
-def fixture(work: Path, image_size: int, train_per_class: int, val_per_class: int) -> Path:
-    """An archive in Imagenette's layout and its tfds cache at `image_size` (each built once
-    under `work`): the prepared JSON a cell reads."""
+def _archive(work: Path, image_size: int, train_per_class: int, val_per_class: int) -> Path:
+    """An archive in Imagenette's layout, its images larger than `image_size` (built once)."""
     from mptbench.data.fixtures import make_imagenette_archive
 
     work = work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     short_side = max(96, image_size + 16)  # the cache is built by downscaling, as real data is
-    stem = f"imagenette-{train_per_class}x{val_per_class}x{short_side}"
-    archive = work / f"{stem}.tgz"
+    archive = work / f"imagenette-{train_per_class}x{val_per_class}x{short_side}.tgz"
     if not archive.exists():
         make_imagenette_archive(archive, train_per_class=train_per_class,
                                 val_per_class=val_per_class, short_side=short_side)
+    return archive
+
+
+def fixture(work: Path, image_size: int, train_per_class: int, val_per_class: int) -> Path:
+    """An archive in Imagenette's layout and its tfds cache at `image_size` (each built once
+    under `work`): the prepared JSON a cell reads."""
+    archive = _archive(work, image_size, train_per_class, val_per_class)
+    work, stem = archive.parent, archive.name.removesuffix(".tgz")
     prepared = work / f"prepared-{stem}-{image_size}px.json"
     if not prepared.exists():
         code = ("import sys; from mptbench.data.cache import prepare; "
@@ -78,6 +84,46 @@ def fixture(work: Path, image_size: int, train_per_class: int, val_per_class: in
         subprocess.run([sys.executable, "-c", code, str(archive), stem, str(image_size),
                         str(prepared), str(work / "tfds")], check=True, timeout=1800)
     return prepared
+
+
+def image_folder(work: Path, image_size: int, train_per_class: int, val_per_class: int) -> Path:
+    """The same archive as `fixture`'s, unpacked as a user keeps images: <folder>/train/<class>/
+    and <folder>/val/<class>/ (built once)."""
+    import tarfile
+
+    archive = _archive(work, image_size, train_per_class, val_per_class)
+    folder = archive.with_suffix(".folder")
+    if not (folder / "imagenette2-320" / "val").is_dir():
+        with tarfile.open(archive) as tar:
+            tar.extractall(folder, filter="data")
+    return folder / "imagenette2-320"
+
+
+def user_datasets(tf, keras, folder: Path, image_size: int, batch_size: int, seed: int,
+                  form: str = "as_written"):
+    """A user's own input from an image folder, as Keras' guides write it: (train, validation,
+    steps_per_epoch for fit). `form`: as_written (fit makes a new iterator each epoch), repeat
+    (`.repeat()` and steps_per_epoch: one iterator) or no_autotune (tf.data's autotuning off)."""
+    images = {"image_size": (image_size, image_size), "batch_size": None, "seed": seed,
+              "label_mode": "int"}
+    train = keras.utils.image_dataset_from_directory(folder / "train", shuffle=True, **images)
+    val = keras.utils.image_dataset_from_directory(folder / "val", shuffle=False, **images)
+    count = int(train.cardinality())
+
+    def scale(x, y):
+        return tf.cast(x, tf.float32) / 255.0, y
+
+    auto = tf.data.AUTOTUNE
+    train = train.cache().shuffle(max(1, count // batch_size), seed=seed).batch(batch_size)
+    train = train.map(scale, num_parallel_calls=auto).prefetch(auto)
+    val = val.cache().batch(batch_size).map(scale, num_parallel_calls=auto).prefetch(auto)
+    if form == "repeat":
+        return train.repeat(), val, count // batch_size + (count % batch_size > 0)
+    if form == "no_autotune":
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        train, val = train.with_options(options), val.with_options(options)
+    return train, val, None
 
 
 def compose_runs(model: str, image_size: int, policies: list[str], batch_size: int,

@@ -56,7 +56,9 @@ def test_keras_on_pytorch_runs_every_rule_and_says_what_it_cannot_give(torch_run
     assert summary["parity_verdict"].notna().any()  # and the parity check
     # PyTorch's convolutions go through oneDNN too: its kernels are named like TensorFlow's.
     bf16 = summary.set_index("policy").loc["mixed_bfloat16"]
-    assert isinstance(bf16["kernel_isa"], str) and isa.place(bf16["kernel_isa"]) >= 2
+    assert isinstance(bf16["kernel_isa"], str)
+    if not isa.lacks("AVX512_CORE", isa.cpu_flags()):  # and where the CPU has AVX-512, those
+        assert isa.place(bf16["kernel_isa"]) >= isa.place("avx512_core")
     html = (report / "index.html").read_text()
     assert "PyTorch 2.13.0" in html  # the header names every framework's version
     section = html.split(f'<section id="{MACHINE}-seed_convnet-torch-pypi-cpu">', 1)[1]

@@ -27,3 +27,21 @@ def test_the_probe_times_two_batch_sizes(tf, prepared32):
     # A limit no step can meet: the probe stops after its first step at the smaller size.
     stopped = _probe(tf, prepared32, max_step_seconds=1e-6)
     assert [len(p.steps_s) for p in stopped.points] == [1]
+
+
+def test_a_step_the_device_refuses_is_the_probes_outcome_in_onednns_words(
+        tf, prepared32, monkeypatch):
+    """As oneDNN refuses a bfloat16 convolution under an AVX2 cap on a CPU with bfloat16 math:
+    the probe records unsupported with oneDNN's words, not a failed job."""
+    from mptbench.engine import probe
+
+    def refused(*args, **kwargs):
+        raise tf.framework.errors.InvalidArgumentError(
+            None, None, "Graph execution error:\n\ncould not create a primitive descriptor "
+            "for the convolution forward propagation primitive")
+
+    monkeypatch.setattr(probe, "time_steps", refused)
+    found = _probe(tf, prepared32, max_step_seconds=None)
+    assert (found.outcome, found.points) == ("unsupported", [])
+    assert found.reason == ("oneDNN: could not create a primitive descriptor for the "
+                            "convolution forward propagation primitive")

@@ -56,3 +56,12 @@ def test_a_probe_step_already_over_the_limit_skips_larger_cells_for_certain():
 def test_no_limit_or_no_probe_predicts_nothing():
     assert assess(_run(32, limit=None), _probe(POINTS)) == {}
     assert assess(_run(32), None) == {}
+
+
+@pytest.mark.parametrize("outcome", ["unsupported", "oom", "crashed"])
+def test_a_probe_that_ended_otherwise_gives_every_cell_of_its_policy_that_outcome(outcome):
+    probe = _probe([])
+    probe.outcome, probe.reason = outcome, "oneDNN: could not create a primitive descriptor"
+    assert assess(_run(8), probe) == {
+        "outcome": outcome, "reason": "its probe: oneDNN: could not create a primitive descriptor"}
+    assert assess(_run(8, limit=None), probe)["outcome"] == outcome  # with no step limit too

@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 from workflow_helpers import smoke_cell_run
 
-from mptbench.core.contract import ParityRun
-from mptbench.jobs.parity import end_loss, parity, verdict
+from mptbench.core.contract import ParityRun, ProbeResult
+from mptbench.jobs.parity import end_loss, parity, plan, verdict
 
 
 def _run(policy, losses, seed=0, **kw):
@@ -83,3 +83,13 @@ def test_a_learning_rate_that_overflows_float16_is_reported_as_diverging(tmp_pat
                    steps=10)
     figures = found["policies"]["mixed_float16"]
     assert figures["verdict"] == "diverged", figures
+
+
+def test_a_policy_whose_probe_was_refused_is_left_out_with_the_probes_words():
+    runs = [smoke_cell_run("float32"), smoke_cell_run("mixed_bfloat16")]
+    refused = ProbeResult("tensorflow", "pypi", "cpu", "mixed_bfloat16", 16, [],
+                          outcome="unsupported", reason="oneDNN: could not create a primitive")
+    kept, left_out = plan(runs, 30, None, {"mixed_bfloat16": refused})
+    assert [r.policy.name for r in kept] == ["float32"]
+    assert left_out == {
+        "mixed_bfloat16": "its probe: unsupported: oneDNN: could not create a primitive"}

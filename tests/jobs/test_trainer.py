@@ -4,6 +4,7 @@ a job stopped halfway runs only what it had not finished."""
 from workflow_helpers import smoke_cell_run
 
 from mptbench.core.contract import ArmResult, RepeatResult
+from mptbench.jobs.launcher import Engine, Finished
 from mptbench.jobs.trainer import Death, Trainer
 
 
@@ -51,3 +52,16 @@ def test_without_keep_nothing_is_kept(tmp_path):
     for _ in range(2):
         _trainer(tmp_path, launched, keep=False).repeat("p.json", 0, [smoke_cell_run()])
     assert launched == [0, 0] and not list(tmp_path.glob(".*"))
+
+
+def test_a_probe_whose_trainer_aborted_on_a_refused_kernel_is_that_outcome(tmp_path, monkeypatch):
+    """oneDNN refusing a bfloat16 matmul aborts the process (core/outcomes.refusal): the probe
+    comes back unsupported with the reason, where the job used to fail."""
+    trainer = Trainer("python", [smoke_cell_run("mixed_bfloat16")], [str(tmp_path / "p.json")])
+    said = "oneDNN: could not create a primitive descriptor for a matmul primitive"
+    monkeypatch.setattr(Engine, "launch", lambda *args: Finished(death=("unsupported", said)))
+    prepared = tmp_path / "prepared.json"
+    prepared.write_text('{"image_size": 16}')
+    probe = trainer.probe(str(prepared))
+    assert (probe.outcome, probe.reason, probe.points) == ("unsupported", said, [])
+    assert (probe.policy, probe.image_size) == ("mixed_bfloat16", 16)

@@ -35,21 +35,26 @@ def probe_cell(session: Session, job: ProbeJob, prepared: dict) -> ProbeResult:
     facts = on_device(session, run.cell.device, run.device.tf32)
     size, limit = prepared["image_size"], run.train.max_step_seconds
     input_shape, num_classes = (size, size, 3), len(prepared["classes"])
-    model = build_model(
-        run.model, input_shape, num_classes, run.policy, jit_setting(run.variant.jit_compile)
-    )
-    to_tensor = session.keras.ops.convert_to_tensor
-    points = []
-    for batch_size in run.train.probe_batch_sizes:
-        x, y = random_batch(run.seed, batch_size, input_shape, num_classes,
-                            run.model.one_hot_labels)
-        points.append(time_steps(model, to_tensor(x), to_tensor(y), batch_size, limit))
-        if limit and points[-1].step_s > limit:
-            break  # a larger batch is only slower
-    steps = ", ".join(f"{p.step_s:.3f} s at batch {p.batch_size}" for p in points)
+    found = ProbeResult(backend=session.name, variant=run.cell.variant, device=run.cell.device,
+                        policy=run.policy.name, image_size=size, points=[], fingerprint=facts)
+    try:
+        model = build_model(
+            run.model, input_shape, num_classes, run.policy, jit_setting(run.variant.jit_compile)
+        )
+        to_tensor = session.keras.ops.convert_to_tensor
+        for batch_size in run.train.probe_batch_sizes:
+            x, y = random_batch(run.seed, batch_size, input_shape, num_classes,
+                                run.model.one_hot_labels)
+            found.points.append(time_steps(model, to_tensor(x), to_tensor(y), batch_size, limit))
+            if limit and found.points[-1].step_s > limit:
+                break  # a larger batch is only slower
+    except Exception as exc:  # noqa: BLE001 - a known outcome is the probe's, others raised
+        known = session.classify(exc)
+        if known is None:
+            raise
+        found.outcome, found.reason = known
+        print(f"probe: {found.outcome}: {found.reason}", flush=True)
+        return found
+    steps = ", ".join(f"{p.step_s:.3f} s at batch {p.batch_size}" for p in found.points)
     print(f"probe: {steps}", flush=True)
-    return ProbeResult(
-        backend=session.name, variant=run.cell.variant, device=run.cell.device,
-        policy=run.policy.name, image_size=size, points=points,
-        fingerprint=facts,
-    )
+    return found

@@ -352,7 +352,14 @@ def _profiled(session: Session, arm: Arm, prepared: dict, path: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     sample = statistics.median(arm.result.step_s) * arm.run.block_steps
     steps = profiled_steps(arm.run.train, sample)
-    arm.result.profile = _profile(session, arm.model, arm.run, prepared, str(folder), steps)
+    try:
+        arm.result.profile = _profile(session, arm.model, arm.run, prepared, str(folder), steps)
+    except Exception as exc:  # noqa: BLE001 - a known outcome costs the arm its profile alone
+        known = session.classify(exc)
+        if known is None:
+            raise
+        arm.result.profile_note = f"not profiled: its profiled steps ended {known[0]}: {known[1]}"
+        print(f"{arm.name}: {arm.result.profile_note}", flush=True)
 
 
 def rotated(runs: tuple[Run, ...], repeat: int) -> list[Run]:

@@ -32,7 +32,10 @@ def predict(points: list[ProbePoint], batch_size: int) -> float:
 
 
 def assess(run: Run, probe: ProbeResult | None) -> dict[str, Any]:
-    """The cell's predicted step; and, when it is over the budget, the outcome and why."""
+    """The cell's predicted step; and, when it is over the budget, the outcome and why; or
+    where its probe ended otherwise (unsupported, oom, crashed), that outcome and why."""
+    if probe is not None and probe.outcome != Outcome.OK:
+        return {"outcome": probe.outcome, "reason": f"its probe: {probe.reason}"}
     limit, batch_size = run.train.max_step_seconds, run.cell.batch_size
     if not (limit and probe and probe.points):
         return {}

@@ -97,6 +97,9 @@ def plan(runs: list[Run], steps: int, budget_s: float | None,
     kept, left_out = [], {}
     for run in runs:
         probe = probes.get(run.policy.name)
+        if probe and probe.outcome != Outcome.OK:
+            left_out[run.policy.name] = f"its probe: {probe.outcome}: {probe.reason}"
+            continue
         if budget_s and probe and probe.points:
             predicted = steps * predict(probe.points, run.cell.batch_size)
             if predicted > budget_s:

@@ -139,8 +139,22 @@ class Trainer:
         return finished.result
 
     def probe(self, prepared: str) -> ProbeResult:
-        job = ProbeJob(str(self.out), self.run, prepared)
-        finished = self.engine.launch(job, ProbeResult, memory.trainer_limit(self.run))
+        """The probe of the group's first cell; where its trainer died (a refused kernel's
+        abort, an OOM kill, a crash), a probe of no step with that outcome, as a train job's
+        cell gets one."""
+        run = self.run
+        job = ProbeJob(str(self.out), run, prepared)
+        finished = self.engine.launch(job, ProbeResult, memory.trainer_limit(run))
         if finished.death:
-            raise TrainerFailed(f"the probe's trainer died: {finished.death[1]}")
-        return finished.result
+            outcome, reason = finished.death
+            print(f"probe: {outcome}: {reason}", flush=True)
+            found = ProbeResult(backend=run.backend.name, variant=run.cell.variant,
+                                device=run.cell.device, policy=run.policy.name,
+                                image_size=int(read_json(prepared)["image_size"]), points=[],
+                                outcome=outcome, reason=reason)
+        else:
+            found = finished.result
+        if finished.kernels is not None:  # what oneDNN built: a cell the probe ends records it
+            dtype = isa.ONEDNN_DTYPES.get(run.policy.compute_dtype, "?")
+            found.fingerprint.update(finished.kernels.facts(dtype))
+        return found

@@ -85,6 +85,10 @@ class ProbeResult:
     points: list[ProbePoint]
     fingerprint: dict[str, Any] = field(default_factory=dict)
     hardware: dict[str, Any] = field(default_factory=dict)  # core/hardware.py identity()
+    # How the probe ended (core/outcomes.py): a policy the device refuses, or whose step ran
+    # out of memory or crashed, is that outcome for every cell of it, with the reason.
+    outcome: str = Outcome.OK
+    reason: str | None = None
 
 
 @dataclass

@@ -8,13 +8,13 @@ cycle, in fresh processes, interleaved (ABBA: the order reverses every cycle),
 - **pipeline**: one process of the comparison group exactly as the train job runs it (the
   engine's RepeatJob through jobs/trainer.py, the default timing keys, train.epochs=3 with
   validation after each), its whole run per policy from its own figures (jobs/fullrun.py), and
-- **fit**: per policy, a plain Keras `fit` of 3 epochs with validation after each on the same
-  prepared data, model builder and seed, in a process of its own, timed from the call to the
-  end of its last epoch (Keras' on_train_end), each epoch's training and validation apart. What
-  `fit` takes after that to return is kept apart too: with TensorFlow 2.21 it returned up to
-  37 s later in some runs and at once in others, each time about 21.6, 42 or 83 s after the
-  call (a wait inside TensorFlow on a schedule that doubles, not training: no step and no
-  validation batch runs in it), which a run of hours meets once and a 3-epoch one every time.
+- **fit**: per policy, a user's own `fit` of 3 epochs with validation after each, in a process
+  of its own: the same images as a folder, read as Keras' guides write it
+  (`image_dataset_from_directory`, `cache()`, `shuffle`, `batch`, a cast `map`,
+  `prefetch(AUTOTUNE)`: common.py user_datasets), the same model builder and seed, timed from
+  the call to the end of its last epoch (Keras' on_train_end), each epoch's training and
+  validation apart. What `fit` takes after that to return (TensorFlow destroying the last
+  iterator: the wait of core/epochs.py, once a run) is kept apart too.
 
 Per policy it prints, paired by cycle with a t interval over cycles: the projected whole run
 over the real one (and each part over the real part: steps, validation, the first epoch's
@@ -49,8 +49,8 @@ from common import (
     append_jsonl,
     compose_runs,
     fixture,
+    image_folder,
     job_env,
-    job_input,
     job_model,
     load_run,
     machine,
@@ -58,6 +58,7 @@ from common import (
     read_jsonl,
     run_files,
     shown,
+    user_datasets,
 )
 
 from mptbench.core.files import read_json
@@ -67,7 +68,7 @@ CELLS = ["seed_convnet:128", "seed_convnet:64", "mobilenet_v2:96"]
 POLICIES = ["float32", "mixed_bfloat16"]
 EPOCHS = 3
 GOAL = 0.05
-PARTS = ("steps", "validation", "first_epoch")
+PARTS = ("steps", "validation", "first_epoch", "epoch_starts")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -85,30 +86,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--return-cycles", type=int, default=2,
                         help="cycles whose fits are waited for until fit returns")
-    parser.add_argument("--child-fit", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--policies", nargs=2, default=POLICIES, help="the baseline first")
+    parser.add_argument("--child-fit", nargs=5, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
 # ---------------------------------------------------------------- a user's own fit
 
 
-def child_fit(run_json: str, prepared_json: str, out: str, wait: str = "return") -> None:
-    """EPOCHS epochs of plain Keras fit with validation after each: the wall time from the call
-    to the end of its last epoch and to its return, and each epoch's training and validation.
-    With `wait` "trained", the process ends at the last epoch's end (its figures written): what
-    fit then takes to return is not waited for."""
+def child_fit(run_json: str, prepared_json: str, folder: str, out: str,
+              wait: str = "return") -> None:
+    """EPOCHS epochs of a user's fit from the image folder with validation after each: the
+    wall time from the call to the end of its last epoch and to its return, and each epoch's
+    training and validation. With `wait` "trained", the process ends at the last epoch's end
+    (its figures written): what fit then takes to return is not waited for."""
     import keras
     import tensorflow as tf
 
     run, prepared = load_run(run_json), read_json(prepared_json)
     model = job_model(keras, run, prepared)
-    data = {split: job_input(tf, run, prepared, split) for split in ("train", "validation")}
+    train, val, _ = user_datasets(tf, keras, Path(folder), prepared["image_size"],
+                                  run.cell.batch_size, run.seed)
     epochs: list[dict] = []
     ended: list[float] = []
 
     class Clock(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
             epochs.append({"begin": time.perf_counter()})
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if "start_wait_s" not in epochs[-1]:  # what the epoch's start waited
+                epochs[-1]["start_wait_s"] = time.perf_counter() - epochs[-1]["begin"]
 
         def on_test_begin(self, logs=None):
             epochs[-1]["test_begin"] = time.perf_counter()
@@ -127,36 +135,38 @@ def child_fit(run_json: str, prepared_json: str, out: str, wait: str = "return")
 
     def write(wall: float | None) -> None:
         for e in epochs:
-            e["train_s"] = e["wall_s"] - e.get("validation_s", 0.0)
+            e["train_s"] = e["wall_s"] - e.get("validation_s", 0.0) - e["start_wait_s"]
         Path(out).write_text(json.dumps({"policy": run.policy.name, "wall_s": wall,
                                          "trained_s": ended[0] - started, "epochs": epochs}))
 
-    steps = prepared["splits"]["train"] // run.cell.batch_size
     started = time.perf_counter()
-    model.fit(data["train"], epochs=EPOCHS, steps_per_epoch=steps,
-              validation_data=data["validation"], callbacks=[Clock()], verbose=0)
+    model.fit(train, epochs=EPOCHS, validation_data=val, callbacks=[Clock()], verbose=0)
     write(time.perf_counter() - started)
 
 
 def real_parts(fit: dict) -> dict[str, float]:
     """A real fit's parts as the projection names them: steady training and validation are
-    the later epochs' mean times the epochs, the first epoch's extra its excess over them."""
+    the later epochs' mean times the epochs, the first epoch's extra its excess over them, and
+    the epoch starts what the later epochs' first batches waited."""
     later = fit["epochs"][1:]
     train = statistics.fmean(e["train_s"] for e in later)
     validation = statistics.fmean(e["validation_s"] for e in later)
     first = fit["epochs"][0]
     return {"steps": EPOCHS * train, "validation": EPOCHS * validation,
-            "first_epoch": first["train_s"] - train + first["validation_s"] - validation,
+            "first_epoch": first["train_s"] + first["start_wait_s"] - train
+            + first["validation_s"] - validation,
+            "epoch_starts": sum(e["start_wait_s"] for e in later),
             "total": fit["trained_s"],
             "return_tail": None if fit["wall_s"] is None else fit["wall_s"] - fit["trained_s"]}
 
 
-def fit_process(run_file: Path, prepared: Path, env: dict, log: Path, wait: str) -> dict:
+def fit_process(run_file: Path, prepared: Path, folder: Path, env: dict, log: Path,
+                wait: str) -> dict:
     out = log.with_suffix(".json")
     out.unlink(missing_ok=True)
     with open(log, "w") as sink:
         done = subprocess.run([sys.executable, __file__, "--child-fit", str(run_file),
-                               str(prepared), str(out), wait], env=env, stdout=sink,
+                               str(prepared), str(folder), str(out), wait], env=env, stdout=sink,
                               stderr=subprocess.STDOUT, timeout=3600)
     if done.returncode or not out.exists():
         raise SystemExit(f"a fit failed (exit {done.returncode}): {log}")
@@ -181,10 +191,26 @@ def pipeline_process(trainer, prepared: Path, runs, index: int) -> list[dict]:
     for run, arm in zip(runs, got.arms, strict=True):
         if arm.outcome != "ok":
             raise SystemExit(f"{arm.policy}: {arm.outcome}: {arm.reason}")
-        parts = per_process(base_record(run, info), arm, run.cell.batch_size)
+        record = base_record(run, info)
+        record["config"]["train"] |= {"epochs": EPOCHS, "validate": True}  # fit's run
+        parts = per_process(record, arm, run.cell.batch_size)
         rows.append({"kind": "pipeline", "policy": arm.policy, "parts": parts,
-                     "host_ms": arm.measured.get("host_ms"), "step_s": arm.step_s})
+                     "host_ms": arm.measured.get("host_ms"), "step_s": arm.step_s,
+                     "epoch_starts": arm.epoch_starts})
     return rows
+
+
+def predictions(prepared: Path, runs) -> dict[str, float]:
+    """Each policy's step at the cell's batch as its probe predicts it (jobs/budget.py): what
+    the train job gives the engine to size the timing run's epochs."""
+    from mptbench.jobs.budget import predict
+    from mptbench.jobs.trainer import Trainer
+
+    found = {}
+    for run in runs:
+        probe = Trainer(sys.executable, [run], [str(HERE / ".probe.record")]).probe(str(prepared))
+        found[run.policy.name] = predict(probe.points, run.cell.batch_size)
+    return found
 
 
 # ---------------------------------------------------------------- the driver
@@ -203,29 +229,31 @@ def measure(text: str, args, log) -> list[dict]:
     folder = HERE / args.tag / tag
     folder.mkdir(parents=True, exist_ok=True)
     prepared = fixture(HERE, size, args.train_per_class, args.val_per_class)
-    runs = compose_runs(model, size, POLICIES, args.batch_size, [
-        f"train.epochs={EPOCHS}", "train.validate=true", "train.synthetic_twin=false",
-        "train.profile_steps=0", "train.max_step_seconds=null"])
+    images = image_folder(HERE, size, args.train_per_class, args.val_per_class)
+    # The default grid's one-epoch timing run of the cell, projected onto the 3 epochs fit runs.
+    runs = compose_runs(model, size, args.policies, args.batch_size, [
+        "train.synthetic_twin=false", "train.profile_steps=0", "train.max_step_seconds=null"])
     env, files = job_env(runs[0]), run_files(runs, folder)
     kept = HERE / args.tag / f"{tag}.jsonl"
     rows = read_jsonl(kept)
-    trainer = Trainer(sys.executable, runs, [str(folder / f"{p}.record") for p in POLICIES])
+    trainer = Trainer(sys.executable, runs, [str(folder / f"{p}.record") for p in args.policies])
+    trainer.predicted_s = predictions(prepared, runs)
     started, cycle = time.monotonic(), len({r["cycle"] for r in rows})
     with Neighbour(args.neighbour, HERE / args.tag / "neighbour.log") as neighbour:
         while cycle < args.max_cycles:
-            if cycle >= args.min_cycles and settled(rows):
+            if cycle >= args.min_cycles and settled(rows, args.policies):
                 break
             if time.monotonic() - started > 60 * args.max_minutes:
                 log(f"  {tag}: --max-minutes={args.max_minutes} ran out after {cycle} cycles")
                 break
-            order = ["pipeline", *POLICIES]
+            order = ["pipeline", *args.policies]
             for what in order if cycle % 2 == 0 else order[::-1]:
                 steal, began = Steal(), time.time()
                 if what == "pipeline":
                     got = pipeline_process(trainer, prepared, runs, cycle % 3)
                 else:
                     wait = "return" if cycle < args.return_cycles else "trained"
-                    got = [fit_process(files[what], prepared, env,
+                    got = [fit_process(files[what], prepared, images, env,
                                        folder / f"fit-{what}-{cycle}.log", wait)]
                 for row in got:
                     row |= {"cycle": cycle, "stolen_pct": steal.percent(),
@@ -252,22 +280,22 @@ def ratios(rows: list[dict], policy: str, part: str = "total", real_part: str | 
     return over([mine[c] / real[c] for c in sorted(set(mine) & set(real))])
 
 
-def speedup_ratio(rows: list[dict]):
+def speedup_ratio(rows: list[dict], policies: list[str]):
     """Per cycle, the projected whole-run speedup over the real one."""
-    base, other = POLICIES
+    base, other = policies
     found = []
     for c in sorted({r["cycle"] for r in rows}):
-        p = {k: _by_cycle(rows, "pipeline", k).get(c) for k in POLICIES}
-        f = {k: _by_cycle(rows, "fit", k).get(c) for k in POLICIES}
+        p = {k: _by_cycle(rows, "pipeline", k).get(c) for k in policies}
+        f = {k: _by_cycle(rows, "fit", k).get(c) for k in policies}
         if all(p.values()) and all(f.values()):
             found.append((p[base] / p[other]) / (f[base] / f[other]))
     return over(found)
 
 
-def settled(rows: list[dict]) -> bool:
+def settled(rows: list[dict], policies: list[str]) -> bool:
     """Every policy's projected-over-real interval within ±GOAL (widths only: stopping on it
     cannot bias where the figure lies)."""
-    found = [ratios(rows, p) for p in POLICIES]
+    found = [ratios(rows, p) for p in policies]
     return all(e is not None and e.half_width is not None and e.half_width <= GOAL
                for e in found)
 
@@ -284,7 +312,7 @@ def report(text: str, rows: list[dict], args) -> list[str]:
              f"{max(host, default=0):.2f} ms"
              + (f"; neighbour busy {100 * statistics.fmean(busy):.0f}% of the time" if busy
                 else "")]
-    for policy in POLICIES:
+    for policy in args.policies:
         real = [r["parts"]["total"] for r in rows if r["kind"] == "fit" and r["policy"] == policy]
         tails = [r["parts"]["return_tail"] for r in rows if r["kind"] == "fit"
                  and r["policy"] == policy and r["parts"]["return_tail"] is not None] or [0.0]
@@ -294,7 +322,8 @@ def report(text: str, rows: list[dict], args) -> list[str]:
                      f"{shown(ratios(rows, policy, 'steps', 'total'))}")
         lines.append("  " + " " * 15 + " per part, projected / real: " + ", ".join(
             f"{part} {shown(ratios(rows, policy, part))}" for part in PARTS))
-    lines.append(f"  whole-run speedup, projected / real: {shown(speedup_ratio(rows))}")
+    lines.append(f"  whole-run speedup, projected / real: "
+                 f"{shown(speedup_ratio(rows, args.policies))}")
     return lines
 
 
@@ -312,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
             text, args, lambda s: print(s, flush=True))
         if rows:
             lines += report(text, rows, args)
-            print("\n".join(lines[-(2 * len(POLICIES) + 2):]), flush=True)
+            print("\n".join(lines[-(2 * len(args.policies) + 2):]), flush=True)
     print("\n" + "\n".join(lines))
     return 0
 

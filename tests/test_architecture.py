@@ -185,6 +185,28 @@ def test_axis_order_and_backend_names_are_defined_once():
     assert tuple(backends.BACKENDS) == BACKENDS and tuple(kernels.KERNELS) == BACKENDS
 
 
+# Where a backend may be named by its string: its Framework entry and its engine module. And
+# what names TensorFlow's wheel, not the Keras backend: the variants' environments.
+NAMES_A_BACKEND = {PACKAGE / "core" / "frameworks.py", PACKAGE / "engine" / "backends.py",
+                   PACKAGE / "jobs" / "environment.py"}
+
+
+def _backend_literals(paths) -> list[str]:
+    """'path:line 'name'' of every string that is a backend's name, in `paths`."""
+    return [f"{path.name}:{node.lineno} {node.value!r}"
+            for path in paths for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Constant) and node.value in BACKENDS]
+
+
+def test_a_backend_is_named_in_its_declaration_alone(tmp_path):
+    """A new backend is its Framework (core/frameworks.py), its yaml and its engine module: no
+    other module names one, so none branches on a name the next backend would have to join."""
+    assert _backend_literals(p for p in PACKAGE.rglob("*.py") if p not in NAMES_A_BACKEND) == []
+    planted = tmp_path / "planted.py"
+    planted.write_text('if backend == "jax":\n    pass\n')
+    assert _backend_literals([planted]) == ["planted.py:1 'jax'"]
+
+
 def _long_functions(paths) -> list[str]:
     """'path:line name (lines)' of every function over MAX_FUNCTION_LINES in `paths`."""
     long = []

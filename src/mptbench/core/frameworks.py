@@ -33,6 +33,18 @@ class Framework:
     # Where its extra's wheel from PyPI is a CUDA build (GPUs too, with NVIDIA's libraries):
     # the index of its CPU-only build and that build's version suffix, which `install` names.
     cpu_build: tuple[str, str] | None = None
+    # How an instruction-set cap reaches its kernels (core/isa.py CAPPED_BY): oneDNN's own cap,
+    # and what else it needs: "onednn" (turned on, where it would stay off), "xla" (XLA's own
+    # flag), "aten" (PyTorch's vectorized kernels).
+    capped_by: str = "onednn"
+    # Its start says how it was built (oneDNN on or off, the CPU instructions its own kernels
+    # leave unused), and the diagnosis knows which CPU flags its CPU kernels reach fast float16
+    # and bfloat16 with.
+    says_its_build: bool = False
+    # What it imports at start for a feature no engine job uses (engine/environment.py).
+    unused_imports: tuple[str, ...] = ()
+    # It counts a model's FLOPs where it is installed (engine/model_info.py), in this order.
+    counts_flops: bool = False
 
     @property
     def install(self) -> str:
@@ -51,19 +63,26 @@ class Framework:
 
 TENSORFLOW = Framework(
     "tensorflow", "TensorFlow", "tensorflow", ("tensorflow",), None, "gpu",
-    profiled=True, feeds="dataset",
+    profiled=True, feeds="dataset", says_its_build=True, counts_flops=True,
+    # Its lite converter imports JAX where it is installed, for a jit it only tries.
+    unused_imports=("jax",),
 )
 JAX = Framework(
     "jax", "JAX", "jax", ("jax", "jaxlib"), "jax", "jax-gpu",
-    profiled=False, feeds="arrays", memory_limit_at_start=True,
+    profiled=False, feeds="arrays", memory_limit_at_start=True, capped_by="xla",
+    counts_flops=True,
 )
 # PyPI's torch wheel for Linux is a CUDA build (GPUs and CPUs, with NVIDIA's libraries): the
 # torch extra is for GPUs, and a CPU takes PyTorch's CPU-only build of the same pin.
 TORCH = Framework(
     "torch", "PyTorch", "torch", ("torch",), "torch", "torch",
     profiled=False, feeds="arrays", cpu_build=("https://download.pytorch.org/whl/cpu", "+cpu"),
+    capped_by="aten",
 )
 FRAMEWORKS: tuple[Framework, ...] = (TENSORFLOW, JAX, TORCH)
+# The backend a run is on where nothing names one (records from before backends were an axis,
+# an engine job that says none): mptbench's own dependency.
+DEFAULT = TENSORFLOW
 BY_NAME = {f.name: f for f in FRAMEWORKS}
 NAMES = tuple(BY_NAME)
 # Every record field that holds a framework's version, in order (Keras' own is apart), and how

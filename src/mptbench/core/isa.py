@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mptbench.core import frameworks
+
 
 @dataclass(frozen=True)
 class Cap:
@@ -139,14 +141,19 @@ def environment(name: str | None, backend: str) -> dict[str, str]:
     if name is None:
         return {}
     found = cap(name)
-    env = {"ONEDNN_MAX_CPU_ISA": found.name}  # TensorFlow's oneDNN, and jaxlib's
-    if backend == "tensorflow":  # a cap caps nothing where TensorFlow leaves oneDNN off
-        env["TF_ENABLE_ONEDNN_OPTS"] = "1"
-    if backend == "jax":
-        env["XLA_FLAGS"] = f"--xla_cpu_max_isa={found.xla}"
-    if backend == "torch":  # ATen's own vectorized kernels: default (no AVX2), avx2, avx512
-        env["ATEN_CPU_CAPABILITY"] = ("default", "avx2", "avx512")[min(rank(name), 2)]
-    return env
+    env = {"ONEDNN_MAX_CPU_ISA": found.name}  # every backend's oneDNN
+    return env | CAPPED_BY[frameworks.framework(backend).capped_by](found)
+
+
+# What else a cap needs, by how a backend's kernels are capped (Framework.capped_by).
+CAPPED_BY = {
+    # A cap caps nothing where TensorFlow leaves oneDNN off.
+    "onednn": lambda found: {"TF_ENABLE_ONEDNN_OPTS": "1"},
+    "xla": lambda found: {"XLA_FLAGS": f"--xla_cpu_max_isa={found.xla}"},
+    # ATen's own vectorized kernels: default (no AVX2), avx2, avx512.
+    "aten": lambda found: {
+        "ATEN_CPU_CAPABILITY": ("default", "avx2", "avx512")[min(rank(found.name), 2)]},
+}
 
 
 @dataclass

@@ -10,6 +10,7 @@ import sys
 import tempfile
 from typing import Any
 
+from mptbench.core import frameworks
 from mptbench.core.contract import EnvironmentFacts
 
 GUARD = re.compile(r"To enable the following instructions: ([A-Z0-9_ ,]+?), in other operations")
@@ -20,8 +21,7 @@ GUARD = re.compile(r"To enable the following instructions: ([A-Z0-9_ ,]+?), in o
 # pandas (fitting on a DataFrame) and matplotlib (its image gallery). Together about 1.5-2 s of
 # a 5-7 s start on 2 cores, in every engine process (bench/README.md).
 UNUSED_BY_KERAS = ("sklearn", "pandas", "matplotlib")
-# TensorFlow's lite converter imports JAX where it is installed, for a jit it only tries.
-UNUSED_BY_TENSORFLOW = ("jax",)
+UNUSED_BY_TENSORFLOW = frameworks.TENSORFLOW.unused_imports
 
 
 @contextlib.contextmanager
@@ -85,7 +85,7 @@ def environment_facts(session, gpu: str | None = None) -> EnvironmentFacts:
     otherwise, the check a run makes before any job (jobs/environment.py gpu_problems)."""
     if gpu:
         session.require_gpu(gpu)
-    if session.name != "tensorflow":
+    if not session.backend.facts.says_its_build:
         return EnvironmentFacts(keras=session.keras.__version__)
     return EnvironmentFacts(tensorflow=session.framework.__version__,
                             keras=session.keras.__version__, **session.facts)

@@ -11,10 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from mptbench.core import frameworks
+
 Step = Callable[[], Any]
 
 
 class TensorFlowKernels:
+    framework = frameworks.TENSORFLOW
+
     def __init__(self, tf, jit: bool = False):
         self.tf, self.jit = tf, jit
 
@@ -50,6 +54,8 @@ class TensorFlowKernels:
 
 class JaxKernels:
     """jax.numpy and lax, jitted (JAX always compiles with XLA)."""
+
+    framework = frameworks.JAX
 
     def __init__(self, jax, jit: bool = True):
         self.jax, self.jit = jax, True
@@ -89,6 +95,8 @@ class JaxKernels:
 class TorchKernels:
     """torch, eager, on the GPU when there is one (PyTorch has no jit_compile here)."""
 
+    framework = frameworks.TORCH
+
     def __init__(self, torch, jit: bool = False):
         self.torch, self.jit = torch, False
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -126,7 +134,7 @@ class TorchKernels:
         return step
 
 
-KERNELS = {"tensorflow": TensorFlowKernels, "jax": JaxKernels, "torch": TorchKernels}
+KERNELS = {k.framework.name: k for k in (TensorFlowKernels, JaxKernels, TorchKernels)}
 
 
 def kernels(backend: str, framework, jit: bool = False):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
+from mptbench.core import frameworks
 from mptbench.core.contract import DescribeJob, ModelConfig, ModelInfo
 from mptbench.engine import flops
 from mptbench.engine.environment import UNUSED_BY_KERAS, UNUSED_BY_TENSORFLOW, skipping
@@ -18,17 +19,20 @@ from mptbench.engine.networks import builder_source, make_network
 
 
 def counter() -> str:
-    """The framework that counts: tensorflow where installed and Keras runs on it, else jax."""
-    if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow" and importlib.util.find_spec(
-        "tensorflow"
-    ):
-        return "tensorflow"
-    return "jax"
+    """The framework that counts: of those that count FLOPs (core/frameworks.py), the one
+    Keras runs on (KERAS_BACKEND, the default's where unset) where it is installed, else the
+    last of them (JAX, from the traced program)."""
+    chosen = os.environ.get("KERAS_BACKEND", frameworks.DEFAULT.name)
+    counting = [f for f in frameworks.FRAMEWORKS if f.counts_flops]
+    for found in counting:
+        if found.name == chosen and importlib.util.find_spec(found.module):
+            return found.name
+    return counting[-1].name
 
 
 def _counts(keras, network, input_shape, model_cfg: ModelConfig, num_classes: int) -> dict:
     loss, one_hot = model_cfg.loss, model_cfg.one_hot_labels
-    if counter() == "tensorflow":
+    if counter() == frameworks.TENSORFLOW.name:  # its profiler counts the graph
         import tensorflow as tf
 
         labels = (
@@ -89,9 +93,10 @@ def conv_layers(keras, network) -> list[dict]:
 def describe(job: DescribeJob) -> ModelInfo:
     """Build the network in float32 and count it. Raises ModelError for a model that does not
     build (a builder that cannot be imported, raises, or returns something else)."""
-    on_jax = counter() == "jax"
+    counting = counter()
+    on_jax = counting != frameworks.TENSORFLOW.name
     if on_jax:
-        os.environ.setdefault("KERAS_BACKEND", "jax")
+        os.environ.setdefault("KERAS_BACKEND", counting)
     with skipping(*UNUSED_BY_KERAS, *(() if on_jax else UNUSED_BY_TENSORFLOW)):
         import keras
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from mptbench.core import hardware
+from mptbench.core import frameworks, hardware
 from mptbench.core.contract import (
     Calibrate,
     CalibrateJob,
@@ -39,7 +39,7 @@ def calibrate_variant(
     settings: Calibrate,
     env_manifest: str | None,
     output: str,
-    backend: str = "tensorflow",
+    backend: str = frameworks.DEFAULT.name,
     tf32: bool = True,
     model_infos: list[str] = (),
     model_batch: int = 0,

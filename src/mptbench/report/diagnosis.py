@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from mptbench.core import frameworks
 from mptbench.core.outcomes import WORDS, Outcome
 from mptbench.report.causes import why
 from mptbench.report.summary import baseline_name, compared, is_baseline
@@ -37,8 +38,9 @@ def hardware_sentence(row: pd.Series) -> str:
             f"{_has(row, 'fast_bfloat16', 'bfloat16 Tensor Cores')} (8.0 or higher)."
         )
     flags = row["cpu_flags"] if isinstance(row["cpu_flags"], str) else "none recorded"
-    backend = row.get("backend", "tensorflow")
-    if isinstance(backend, str) and backend != "tensorflow":
+    backend = row.get("backend")
+    backend = backend if isinstance(backend, str) else frameworks.DEFAULT.name
+    if not frameworks.framework(backend).says_its_build:
         # What the CPU flags give another framework's compiler is not known in advance: the
         # calibrated peaks (the next lines) measure it.
         return (

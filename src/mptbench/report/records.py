@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from mptbench.core import frameworks
 from mptbench.core.record import REQUIRED
 
 
@@ -61,7 +62,7 @@ def load_calibrations(paths: list[str | Path]) -> dict[tuple[str, ...], dict[str
         data = _read(Path(path), "calibration")
         key = (
             str(data.get("machine") or "local"),
-            str(data.get("backend") or "tensorflow"),
+            str(data.get("backend") or frameworks.DEFAULT.name),
             str(data["variant"]),
             str(data["device"]),
         )

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from mptbench.core import isa, stats
+from mptbench.core import frameworks, isa, stats
 from mptbench.core import policies as policy_facts
 from mptbench.core.cells import AXES, GROUP_AXES
 from mptbench.core.hardware import mismatch as hardware_mismatch
@@ -96,7 +96,7 @@ def row_of(record: dict[str, Any], calibrations: dict) -> dict[str, Any]:
     policy = policy_of_record(record)
     row["compute_dtype"], row["baseline"] = policy.compute_dtype, policy.baseline
     row["variant"] = row["variant"] or "default"
-    row["backend"] = row["backend"] or "tensorflow"  # records from before backends were an axis
+    row["backend"] = row["backend"] or frameworks.DEFAULT.name  # records from before the axis
     row["repeats"] = len(record.get("repeats") or []) or None
     row.update(hardware(record))
     unused = (record.get("fingerprint") or {}).get("tf_unused_cpu_instructions")

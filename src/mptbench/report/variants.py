@@ -8,14 +8,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from mptbench.core import isa
+from mptbench.core import frameworks, isa
 from mptbench.core.outcomes import WORDS, Outcome
 from mptbench.report.summary import baseline_name
 from mptbench.report.tables import cell, fmt_ms, plain_table, speedup_cell
 
 BASELINE = "pypi"
-SETTINGS = ["variant_description", "wheel", "tensorflow", "onednn", "xla", "isa_cap",
-            "kernel_isa", "onednn_isa", "tf_unused_cpu_instructions", "build_warning"]
+SETTINGS = ["variant_description", "wheel", *frameworks.TENSORFLOW.versions, "onednn", "xla",
+            "isa_cap", "kernel_isa", "onednn_isa", "tf_unused_cpu_instructions", "build_warning"]
 
 
 def variant_speedups(summary: pd.DataFrame) -> pd.DataFrame:
@@ -50,7 +50,7 @@ def _table(rows: pd.DataFrame, variants: list[str]) -> dict:
 def variants_section(summary: pd.DataFrame) -> dict | None:
     """Per device and policy, TensorFlow's variants side by side, and what each instruction-set
     generation buys (every backend's); None with a single TensorFlow variant."""
-    every, summary = summary, summary[summary["backend"] == "tensorflow"]
+    every, summary = summary, summary[summary["backend"] == frameworks.TENSORFLOW.name]
     variants = list(dict.fromkeys(summary["variant"]))
     if len(variants) < 2:
         return None

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from mptbench.core.contract.run import Calibrate, ModelConfig, Run
+from mptbench.core.frameworks import DEFAULT
 
 ENGINE = "mptbench.engine"  # the module every engine job runs: python -m mptbench.engine JOB
 
@@ -88,7 +89,7 @@ class EnvironmentJob:
 
     KIND: ClassVar[str] = "environment"
     out: str
-    backend: str = "tensorflow"
+    backend: str = DEFAULT.name
     gpu: str | None = None
 
 

@@ -18,7 +18,7 @@ from mptbench.core.contract import ArmResult, ModelInfo, ProbePoint, ProbeResult
 from mptbench.core.outcomes import Outcome
 from mptbench.jobs import series
 from mptbench.jobs.combine import combine, model_figures
-from mptbench.jobs.series import train_group
+from mptbench.jobs.series import train_series
 from mptbench.report import sections
 from mptbench.report.aggregate import cell_results
 from mptbench.report.summary import summarise
@@ -223,8 +223,8 @@ def test_every_key_the_train_job_writes_is_a_field_or_a_named_structural_part(tm
     fits = {
         r.policy.name: {"tries": tries, "largest_fit": 64, "fits_search_mb": None} for r in runs
     }
-    records = train_group(
-        ScriptedTrainer(runs, tmp_path), str(prepared), None, probes, MODEL, fits=fits
+    [records] = train_series(
+        [ScriptedTrainer(runs, tmp_path)], str(prepared), None, probes, MODEL, fits=fits
     )
     for cell in records:
         assert set(cell) <= ALLOWED, set(cell) - ALLOWED

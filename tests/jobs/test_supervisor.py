@@ -19,7 +19,7 @@ from workflow_helpers import smoke_cell_run
 
 from mptbench.core.contract import ProbePoint, ProbeResult, encode
 from mptbench.core.record import METRICS
-from mptbench.jobs.series import train_group
+from mptbench.jobs.series import train_series
 from mptbench.jobs.trainer import Trainer
 
 pytestmark = pytest.mark.slow
@@ -259,8 +259,8 @@ def test_a_cell_over_budget_by_its_probe_starts_no_trainer(tmp_path, prepared32,
     point = ProbePoint(batch_size=2, first_step_s=5.0, steps_s=[4.0], step_s=4.0)
     probe = ProbeResult("tensorflow", "pypi", "cpu", "float32", 32, [point], {"host": "probe"})
     trainer = Trainer("no-such-python", [run], [str(tmp_path / "record.json")])
-    (record,) = train_group(trainer, str(tmp_path / "prepared.json"), tracking,
-                            {"float32": probe})
+    [(record,)] = train_series([trainer], str(tmp_path / "prepared.json"), tracking,
+                               {"float32": probe})
     assert record["outcome"] == "over_budget"
     assert record["reason"].startswith("a probe step at batch 2 already took 4.0 s")
     assert record["fingerprint"] == {"host": "probe"} and "ms_per_step" not in record

@@ -36,10 +36,6 @@ class Cell:
     def group(self) -> tuple[str, ...]:
         return tuple(getattr(self, a) for a in GROUP_AXES)
 
-    @property
-    def comparison(self) -> tuple:
-        return tuple(getattr(self, a) for a in COMPARISON_AXES)
-
 
 AXES = tuple(f.name for f in fields(Cell))
 # A report group: the cells that differ only in policy and batch size (one table, one plot).

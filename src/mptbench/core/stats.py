@@ -216,29 +216,32 @@ def welch_df(var_a: float, df_a: float, var_b: float, df_b: float) -> float | No
 
 
 def ratio_of(first: Estimate, second: Estimate) -> Estimate:
-    """first / second for two independent estimates (on logs): their squared standard errors
-    added, Welch-Satterthwaite's degrees of freedom (each one's df, else its n - 1)."""
+    """first / second for two estimates made in different processes (on logs): their squared
+    standard errors added, Welch-Satterthwaite's degrees of freedom (each one's df, else its
+    n - 1) rounded down, their widenings added. The one unpaired ratio: two cells' speedup
+    from their processes' medians (unpaired_log_ratios), the answer's throughput ratio of two
+    cells in different groups (report/choice.py)."""
     value = first.value / second.value
+    n, widening = min(first.n, second.n), first.widening + second.widening
     if first.log_se is None or second.log_se is None:
-        return Estimate(value, min(first.n, second.n), None)
+        return Estimate(value, n, None, widening=widening)
     va, vb = first.log_se**2, second.log_se**2
     df_a, df_b = first.df or first.n - 1, second.df or second.n - 1
     df = welch_df(va, df_a, vb, df_b) or 1
-    return Estimate(value, min(first.n, second.n), math.sqrt(va + vb), df=max(int(df), 1))
+    return Estimate(value, n, math.sqrt(va + vb), df=max(int(df), 1), widening=widening)
 
 
 def unpaired_log_ratios(baseline: Sequence[float], other: Sequence[float]) -> Estimate:
     """The speedup from two cells timed in different processes (records from before rounds,
     or hand-made): the ratio of geometric means of the processes' medians, with a Welch t
-    interval (Welch-Satterthwaite degrees of freedom)."""
-    a, b = [math.log(x) for x in baseline], [math.log(x) for x in other]
-    value = math.exp(statistics.fmean(a) - statistics.fmean(b))
-    if len(a) < MIN_PROCESSES or len(b) < MIN_PROCESSES:
-        return Estimate(value, min(len(a), len(b)), None)
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
-    se = math.sqrt(va + vb)
-    df = welch_df(va, len(a) - 1, vb, len(b) - 1) or 1
-    return Estimate(value, min(len(a), len(b)), se, df=max(int(df), 1))
+    interval (ratio_of)."""
+    def of(values: Sequence[float]) -> Estimate:
+        logs = [math.log(x) for x in values]
+        if len(logs) < MIN_PROCESSES:
+            return Estimate(math.exp(statistics.fmean(logs)), len(logs), None)
+        return of_logs(logs)
+
+    return ratio_of(of(baseline), of(other))
 
 
 def verdict(estimate: Estimate) -> str | None:

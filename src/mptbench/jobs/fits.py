@@ -38,9 +38,6 @@ class Search:
     smallest_failed: int | None = None
     stopped_by: str = ""
 
-    def tried(self, batch: int) -> FitResult | None:
-        return next((t for t in self.tries if t.batch_size == batch), None)
-
 
 def search(
     attempt: Callable[[int], FitResult],

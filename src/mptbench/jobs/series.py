@@ -176,11 +176,6 @@ def _open_runs(stack, trainers: list[Trainer], records: list[dict], tracking, in
     return mlruns
 
 
-def train_group(trainer: Trainer, prepared: str, tracking: dict | None, *args, **kwargs) -> list:
-    """One group's train job: a series of one."""
-    return train_series([trainer], prepared, tracking, *args, **kwargs)[0]
-
-
 def _label(trainer: Trainer) -> str:
     return trainer.runs[0].cell.label.rsplit("/", 1)[-1]
 

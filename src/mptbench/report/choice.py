@@ -31,8 +31,7 @@ lowers the paired speedup: it cannot make a policy look faster.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -158,10 +157,6 @@ def one_group(a: pd.Series, b: pd.Series) -> bool:
     return all(a[k] == b[k] for k in CELL_KEYS)
 
 
-def _widening(*rows: pd.Series) -> float:
-    return sum(float(r["host_widening"]) for r in rows if pd.notna(r.get("host_widening")))
-
-
 def paired_estimate(top: pd.Series, base: pd.Series) -> stats.Estimate | None:
     """The top cell's paired speedup over the baseline, where both are one comparison group,
     as summary.csv's interval has it."""
@@ -169,20 +164,13 @@ def paired_estimate(top: pd.Series, base: pd.Series) -> stats.Estimate | None:
 
 
 def unpaired_estimate(top: pd.Series, base: pd.Series) -> stats.Estimate:
-    """top's images/s over base's, two cells timed in different processes: the log ratio's
-    standard error from both cells' ms_per_step_log_se, Welch-Satterthwaite's degrees of
-    freedom from their ms_per_step_df."""
-    value = float(top["images_per_sec"]) / float(base["images_per_sec"])
-    figures = [top.get(c) for c in ("ms_per_step_log_se", "ms_per_step_df")]
-    figures += [base.get(c) for c in ("ms_per_step_log_se", "ms_per_step_df")]
-    if any(pd.isna(f) for f in figures):
-        return stats.Estimate(value, 1, None)
-    se_top, df_top, se_base, df_base = (float(f) for f in figures)
-    v_top, v_base = se_top**2, se_base**2
-    df = stats.welch_df(v_top, df_top, v_base, df_base)
-    df = max(1, math.floor(min(df_top, df_base) if df is None else df))
-    return stats.Estimate(value, df + 1, math.sqrt(v_top + v_base), df=df,
-                          widening=_widening(top, base))
+    """top's images/s over base's, two cells timed in different processes: the ratio of their
+    throughputs, each with its step's interval as summary.csv has it (stats.ratio_of)."""
+    def throughput(row: pd.Series) -> stats.Estimate:
+        step = estimate_of(row, "ms_per_step") or stats.Estimate(1.0, 1, None)
+        return replace(step, value=float(row["images_per_sec"]))
+
+    return stats.ratio_of(throughput(top), throughput(base))
 
 
 def throughput_ratio(top: pd.Series, base: pd.Series, pairs: int) -> stats.Estimate:

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 # The kernel runs inside training processes, beside their own threads: on a quiet 2-core host
-# the processes of the default grid read 7.0-8.1 ms (1.16x from the fastest to the slowest;
-# 10.2 ms in 2 of 3 processes at batch 512, whose input pipeline decodes all the time), where
-# one neighbour thread makes it 1.9x. A slowdown within 20% is the host's own noise.
+# the default grid's processes read it a little slower than the fastest, more where the input
+# pipeline decodes all the time, and one neighbour thread far slower (bench/README.md,
+# bench_precision.py). A slowdown within 20% is the host's own noise.
 HOST_TOLERANCE = 0.20
 
 

@@ -30,11 +30,20 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
 CONFIDENCE = 0.95
 # A speedup within 1% of 1 is "no measurable difference" whatever its interval says, as
 # criterion.rs does: a real machine drifts by more than that from one run to the next.
 NOISE_THRESHOLD = 0.01
+class Verdict(StrEnum):
+    """What a speedup's interval says (a StrEnum: summary.csv and MLflow hold the words)."""
+
+    FASTER = "faster"
+    SLOWER = "slower"
+    SAME = "no measurable difference"
+
+
 MIN_PROCESSES = 2  # a t interval over processes needs two at least (three are the default)
 # A cell whose steps take this much longer than its synthetic twin's (same model, policy and
 # batch on in-memory tensors) waits for its input. 15% is well above the few percent two runs
@@ -251,9 +260,9 @@ def verdict(estimate: Estimate) -> str | None:
     if estimate.low is None:
         return None
     if abs(estimate.value - 1) < NOISE_THRESHOLD:
-        return "no measurable difference"
+        return Verdict.SAME
     if estimate.low > 1:
-        return "faster"
+        return Verdict.FASTER
     if estimate.high < 1:
-        return "slower"
-    return "no measurable difference"
+        return Verdict.SLOWER
+    return Verdict.SAME

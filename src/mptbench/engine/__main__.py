@@ -82,6 +82,6 @@ if __name__ == "__main__":
     # where stdout is a pipe: os._exit would drop it.
     ctypes.CDLL(None).fflush(None)
     # The result is written (atomically) and the profiles saved: skip the interpreter's
-    # teardown, in which the framework's threads (tf.data's above all) took 10-45 s after each
-    # repeat at 256 px on 2 cores, between two timed processes of a group.
+    # teardown, in which the framework's threads (tf.data's tuning threads above all: core/
+    # epochs.py) can take tens of seconds, between two timed processes of a group.
     os._exit(code)

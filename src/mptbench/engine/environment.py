@@ -18,8 +18,8 @@ GUARD = re.compile(r"To enable the following instructions: ([A-Z0-9_ ,]+?), in o
 
 # What Keras imports at start for a feature no engine job uses, each behind a guard that
 # leaves the feature out when the import fails: scikit-learn (Keras' scikit-learn wrappers),
-# pandas (fitting on a DataFrame) and matplotlib (its image gallery). Together about 1.5-2 s of
-# a 5-7 s start on 2 cores, in every engine process (bench/README.md).
+# pandas (fitting on a DataFrame) and matplotlib (its image gallery): seconds of every engine
+# process's start (bench/README.md, bench_start.py).
 UNUSED_BY_KERAS = ("sklearn", "pandas", "matplotlib")
 UNUSED_BY_TENSORFLOW = frameworks.TENSORFLOW.unused_imports
 

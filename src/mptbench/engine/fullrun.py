@@ -62,6 +62,6 @@ def time_validation(session, arm, prepared: dict) -> None:
         arm.model.evaluate(data, steps=batches, callbacks=[timer], verbose=0)
     finally:
         # The test step traced for this pass holds its iterator; kept to the process's end,
-        # TensorFlow took 35 s more to exit (seed convnet, 256 px, batch 32). Let both go now.
+        # TensorFlow waits for its tuning thread to exit (core/epochs.py). Let both go now.
         arm.model.test_function = None
     result.validation_first_s, result.validation_s = timer.first_s, timer.batch_s

@@ -105,9 +105,9 @@ def _progress(path: str | None):
 
 def collect_apart() -> None:
     """Collects what finished fits left, in a thread of its own. Destroying a fit's tf.data
-    iterator stops its work at once, then waits for its autotune thread to wake, up to a minute
-    after the fit began: 30 s of a 108 s grid process (256 px, batch 64) wherever Python's
-    collector reached them on the main thread. Here the wait holds up nothing."""
+    iterator may wait for its tuning thread's period to end (core/epochs.py), up to a minute,
+    wherever Python's collector reaches it: on the main thread, in the middle of the next
+    timed work. Here the wait holds up nothing."""
     threading.Thread(target=gc.collect, name="collect", daemon=True).start()
 
 

@@ -19,9 +19,9 @@ from mptbench.engine.rounds import Rounds
 # until it had timed train.min_timed_steps.
 PAST_EPOCHS = "min_timed_steps past epochs"
 # A cell is over budget when its first two timed samples are both over train.max_step_seconds:
-# one alone may be a slow outlier of a step under the limit (at 12 s steps, one sample in 30
-# 1.7x slow made 7.5-9.4% of simulated speedups lose an arm: bench_coverage.py), two in a row
-# are not; the second costs one step of a cell the probe had predicted under the limit.
+# one alone may be a slow outlier of a step under the limit (in bench_coverage.py's regime of
+# 12 s steps with rare slow samples, one sample over the limit lost arms that were not over
+# it), two in a row are not; the second costs one step of a cell predicted under the limit.
 OVER_BUDGET_SAMPLES = 2
 
 
@@ -62,9 +62,8 @@ class StepClock:
     block: the block's time over its steps is one sample of the step time. Warm-up is counted
     in steps (a block that starts inside it is warm-up), and ends sooner, after one step at
     least, once it has taken `warmup_seconds`: the first step compiles, and a step that long
-    has settled by its end (on the default grid the second warm-up step of every cell whose
-    first took 10 s or more was 0.91-1.31x, median 1.03x, its process's timed median,
-    over 19 processes; one step of the three or more whose median is taken).
+    has settled by its end (the default grid's second warm-up steps after such a first one
+    were about its process's timed median: bench/README.md, figures read off workflow runs).
     Given the cell's `epochs` (fit may be given more: `fit_epochs`), the end of the last of
     them ends fit once min_timed_steps samples are timed, and past them the sample that makes
     that many does. Framework-free: the Keras callback (`make_step_timer`) feeds it.

@@ -119,8 +119,7 @@ def _own_venv(name: str, wheel: str, venvs: Path, requirements: Path, log) -> di
     _run([sys.executable, "-m", "venv", str(venv)], log)
     python = str(venv / "bin" / "python")
     # The wheel with its own dependencies, under the project's pins. Not byte-compiled: the
-    # verification below compiles what TensorFlow imports, and the rest is never read (37 s
-    # less of pip's 103 s on 2 cores, bench/README.md).
+    # verification below compiles what TensorFlow imports, and the rest is never read.
     _run([python, "-m", "pip", "install", "--quiet", "--no-compile", "-r", str(requirements),
           str(wheel_path)], log)
     return {

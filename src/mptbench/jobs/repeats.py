@@ -94,16 +94,17 @@ SETTLE_CONFIDENCE = 0.99
 
 def settled(first_stage: stats.Estimate) -> bool:
     """A first stage whose verdict is faster or slower even at SETTLE_CONFIDENCE."""
-    return stats.verdict(first_stage.at(SETTLE_CONFIDENCE)) in ("faster", "slower")
+    found = stats.verdict(first_stage.at(SETTLE_CONFIDENCE))
+    return found in (stats.Verdict.FASTER, stats.Verdict.SLOWER)
 
 
 # More processes are worth their minutes only where they could bring the interval near the
 # precision asked: within twice of it at train.max_repeats (with the default 3% and 5
 # processes: a first stage of 3 wider than about ±7.7%). The choice reads the first stage's
 # spread only, which under normal noise says nothing of its mean, so stopping on it cannot
-# make an interval cover less (bench_coverage.py). The default grid's 512-image steps (10-16 s
-# on 2 cores) spread that much from one process to the next: two more processes took 6 min
-# there and left the speedup ±20%.
+# make an interval cover less (bench_coverage.py). The default grid's steps at batch 512 on
+# 2 cores spread that much from one process to the next: more processes took minutes there and
+# left the speedup far wider than asked.
 FUTILE = 2.0
 
 

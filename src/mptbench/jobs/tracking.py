@@ -240,7 +240,7 @@ class CellRun:
 
     def __enter__(self):
         earlier = self.client.search_runs(
-            [self.experiment_id], filter_string=f"tags.`mptbench.cell` = '{self.cell_label}'"
+            [self.experiment_id], filter_string=f"tags.`{CELL_TAG}` = '{self.cell_label}'"
         )
         self.run = self.client.create_run(self.experiment_id, tags=self.tags,
                                           run_name=self.run_name)

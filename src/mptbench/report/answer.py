@@ -176,7 +176,7 @@ def lead(c: Choice, rows: pd.DataFrame, baseline: str | None) -> str:
     if c.by_pair:  # slower in the processes shared, where the ratio tells nothing
         return (f"Keep {name}: {c.paired.row['policy']} is slower, "
                 f"{_ratio(c.paired.estimate, at_base)}{_times(rows, c.base, c.base)}.")
-    verdict = "slower" if c.verdict == "slower" else "no measurable difference"
+    verdict = stats.Verdict.SLOWER if c.verdict == stats.Verdict.SLOWER else stats.Verdict.SAME
     factor = _ratio(c.estimate, f"{name}'s best")
     return (f"Keep {name}: {c.top['policy']}'s best is {factor}, {verdict}"
             f"{_times(rows, c.base, c.base)}.")

@@ -19,6 +19,7 @@ from mptbench.core.cells import AXES, key_of
 from mptbench.core.opclasses import CLASSES, NAMES, STEP_CLASSES
 from mptbench.core.outcomes import Outcome
 from mptbench.core.policies import policy_of_record
+from mptbench.core.stats import Verdict
 from mptbench.report.summary import GROUP_KEYS, is_baseline
 from mptbench.report.tables import fmt_ms
 from mptbench.report.thresholds import BREAKDOWN_CHANGE, BREAKDOWN_NOTABLE
@@ -113,7 +114,7 @@ def sentence(policy: str, base: dict, mine: dict, step_ms: float, summary_row) -
         text += f"; {', '.join(same)} did not change"
     if summary_row is not None and pd.notna(summary_row["speedup_vs_baseline"]):
         verdict = summary_row["speedup_verdict"]
-        net = "no measurable difference, " if verdict == "no measurable difference" else ""
+        net = f"{Verdict.SAME}, " if verdict == Verdict.SAME else ""
         text += f"; net {net}{speedup_text(summary_row)} (speedup_vs_baseline)"
     return text + "."
 

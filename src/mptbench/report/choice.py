@@ -37,6 +37,7 @@ import pandas as pd
 
 from mptbench.core import stats
 from mptbench.core.outcomes import Outcome
+from mptbench.core.stats import Verdict
 from mptbench.report.summary import CELL_KEYS, estimate_of, is_baseline
 
 # What the choice decided.
@@ -106,7 +107,7 @@ class Choice:
         difference where a cell compared rests on one degree of freedom (two processes: the
         try-out's). The answer then says too few processes ran to tell, not a ratio with an
         interval of 0.00-1.86."""
-        if self.decision != KEEP or self.verdict != "no measurable difference":
+        if self.decision != KEEP or self.verdict != Verdict.SAME:
             return False
         if one_group(self.top, self.base):
             dfs = [self.top.get("speedup_df")]
@@ -204,12 +205,12 @@ def _judged(where: tuple, kept: pd.DataFrame, left_out: tuple) -> Choice:
     pairs = len(other) * len(base_rows) * comparisons
     estimate = throughput_ratio(top, base, pairs)
     by_pair = decides(paired, estimate)
-    if by_pair and stats.verdict(paired.estimate) == "faster":  # that policy, its fastest batch
+    if by_pair and stats.verdict(paired.estimate) == Verdict.FASTER:  # it, at its fastest batch
         mine = other[other["policy"] == paired.row["policy"]]
         top = mine.loc[mine["images_per_sec"].idxmax()]
         estimate = throughput_ratio(top, base, pairs)
     verdict = stats.verdict(paired.estimate) if by_pair else stats.verdict(estimate)
-    decision = USE if verdict == "faster" else UNJUDGED if verdict is None else KEEP
+    decision = USE if verdict == Verdict.FASTER else UNJUDGED if verdict is None else KEEP
     return Choice(where, decision, base if decision == KEEP else top, top, base, estimate,
                   paired, by_pair, len(other), len(base_rows), comparisons, left_out)
 
@@ -221,8 +222,8 @@ def decides(paired: Paired | None, estimate: stats.Estimate) -> bool:
     if paired is None:
         return False
     mine, direct = stats.verdict(paired.estimate), stats.verdict(estimate)
-    return (mine == "faster" and direct != "faster") or (
-        mine == "slower" and direct in (None, "no measurable difference"))
+    return (mine == Verdict.FASTER and direct != Verdict.FASTER) or (
+        mine == Verdict.SLOWER and direct in (None, Verdict.SAME))
 
 
 def choose(where: tuple[str, str, str], rows: pd.DataFrame, baseline: str) -> Choice:

@@ -14,6 +14,7 @@ import pandas as pd
 
 from mptbench.core import frameworks
 from mptbench.core.outcomes import WORDS, Outcome
+from mptbench.core.stats import Verdict
 from mptbench.report.causes import why
 from mptbench.report.summary import baseline_name, compared, is_baseline
 from mptbench.report.thresholds import STOLEN_NOTABLE
@@ -77,7 +78,7 @@ def _slow_hardware_sentence(rows: pd.DataFrame, policy: str) -> str | None:
     fast = first.get(f"fast_{dtype}")
     if fast is None or pd.isna(fast) or bool(fast):
         return None
-    slower = rows[(rows["policy"] == policy) & (rows["speedup_verdict"] == "slower")]
+    slower = rows[(rows["policy"] == policy) & (rows["speedup_verdict"] == Verdict.SLOWER)]
     if slower.empty:
         return None
     where = "This CPU" if pd.isna(first["compute_capability"]) else "This GPU"

@@ -6,6 +6,7 @@ from importlib import resources
 
 import pandas as pd
 
+from mptbench.core.stats import Verdict
 from mptbench.report.summary import add_speedup, compared, groups, speedup_range
 
 # The published CPU figures (2020): seconds per step at batch size 32, one epoch, float32,
@@ -62,7 +63,7 @@ def _hardware(rows: pd.DataFrame) -> str:
 def _ours(rows: pd.DataFrame, policy: str) -> str:
     """Our speedups where they are measurable; the batch sizes where they are not."""
     hit = rows[(rows["policy"] == policy) & rows["speedup_vs_baseline"].notna()]
-    same = hit[hit["speedup_verdict"] == "no measurable difference"]
+    same = hit[hit["speedup_verdict"] == Verdict.SAME]
     measurable = hit.drop(same.index).set_index("batch_size")["speedup_vs_baseline"]
     parts = [percent_range(measurable)] if not measurable.empty else []
     if not same.empty:

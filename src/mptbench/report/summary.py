@@ -13,7 +13,7 @@ import pandas as pd
 
 from mptbench.core import frameworks, isa, stats
 from mptbench.core import policies as policy_facts
-from mptbench.core.cells import AXES, GROUP_AXES
+from mptbench.core.cells import COMPARISON_AXES, GROUP_AXES
 from mptbench.core.hardware import mismatch as hardware_mismatch
 from mptbench.core.outcomes import Outcome
 from mptbench.core.policies import policy_of_record, weighted_peak
@@ -22,7 +22,7 @@ from mptbench.core.record import COLUMNS, FIELDS, interval
 # A report group: one model on one Keras backend, with one variant, on one device.
 GROUP_KEYS = list(GROUP_AXES)
 # The cells a speedup compares: the same group and batch size, another policy.
-CELL_KEYS = [a for a in AXES if a != "policy"]
+CELL_KEYS = list(COMPARISON_AXES)
 
 
 def hardware(record: dict[str, Any]) -> dict[str, Any]:

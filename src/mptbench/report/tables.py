@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from mptbench.core.outcomes import WORDS, Outcome
+from mptbench.core.stats import Verdict
 from mptbench.report.summary import baseline_name, policies
 
 
@@ -44,9 +45,9 @@ def speedup_cell(speedup, low=None, high=None, verdict=None) -> dict:
     if speedup is None or pd.isna(speedup):
         return cell("—", "missing")
     interval = None if low is None or pd.isna(low) else f"95% CI {low:.2f}–{high:.2f}"
-    if verdict == "no measurable difference":
-        return cell("no measurable difference", "same", small=f"{speedup:.2f}×, {interval}")
-    css = {"faster": "faster", "slower": "slower"}.get(verdict)
+    if verdict == Verdict.SAME:
+        return cell(Verdict.SAME, "same", small=f"{speedup:.2f}×, {interval}")
+    css = {Verdict.FASTER: "faster", Verdict.SLOWER: "slower"}.get(verdict)
     if verdict is None or not isinstance(verdict, str):  # no interval: the point alone
         css = "faster" if speedup > 1 else "slower" if speedup < 1 else None
     return cell(f"{speedup:.2f}×", css, small=interval)

@@ -1,10 +1,10 @@
 """Instruction-set caps: what a variant's `isa` lets the libraries use, and what they did use.
 
-A variant with `isa: AVX2` (conf/variant/isa_avx2.yaml) runs its cells with oneDNN capped at
-that generation (ONEDNN_MAX_CPU_ISA: TensorFlow's, jaxlib's and PyTorch's oneDNN read it when
-their first primitive is made); for JAX, XLA's generated code too (--xla_cpu_max_isa); for
-PyTorch, ATen's own kernels (ATEN_CPU_CAPABILITY, which knows no generation above AVX-512).
-What no cap reaches is code compiled into the wheel for one instruction set (TensorFlow's
+A variant with `isa: AVX2` (isa_avx2, one of the variants made from CAPS: plan/compose.py)
+runs its cells with oneDNN capped at that generation (ONEDNN_MAX_CPU_ISA: TensorFlow's,
+jaxlib's and PyTorch's oneDNN read it when their first primitive is made); for JAX, XLA's
+generated code too (--xla_cpu_max_isa); for PyTorch, ATen's own kernels (ATEN_CPU_CAPABILITY,
+which knows no generation above AVX-512). What no cap reaches is code compiled into the wheel for one instruction set (TensorFlow's
 Eigen kernels): only a build changes that (the source build variant).
 
 The proof that a cap took: every engine process runs with ONEDNN_VERBOSE=profile_create, so
@@ -31,16 +31,23 @@ class Cap:
     xla: str  # XLA's --xla_cpu_max_isa value
     flags: tuple[str, ...]  # /proc/cpuinfo flags a machine needs to run it
     words: str  # what it adds, for the report
+    variant: str  # the variant that caps at it (`variant=[isa_avx2]`: plan/compose.py)
 
 
-# In order, each with everything before it. The variant's `isa` is one of these names.
+# In order, each with everything before it (its rank: its place here). Each is a variant too,
+# made from its entry (plan/compose.py cap_variants): a new generation is a line here.
 CAPS: tuple[Cap, ...] = (
-    Cap("AVX", "AVX", ("avx",), "AVX, no AVX2 or FMA (what the 2020 PyPI binary used)"),
-    Cap("AVX2", "AVX2", ("avx2", "fma"), "AVX2 and FMA"),
-    Cap("AVX512_CORE", "AVX512", ("avx512f", "avx512bw", "avx512vl", "avx512dq"), "AVX-512"),
-    Cap("AVX512_CORE_VNNI", "AVX512_VNNI", ("avx512_vnni",), "AVX-512 VNNI (int8 dot products)"),
-    Cap("AVX512_CORE_BF16", "AVX512_BF16", ("avx512_bf16",), "AVX512_BF16 (bfloat16 dot products)"),
-    Cap("AVX512_CORE_AMX", "AMX", ("amx_bf16", "amx_tile"), "AMX-BF16 (bfloat16 matrix tiles)"),
+    Cap("AVX", "AVX", ("avx",), "AVX, no AVX2 or FMA (what the 2020 PyPI binary used)",
+        "isa_avx"),
+    Cap("AVX2", "AVX2", ("avx2", "fma"), "AVX2 and FMA", "isa_avx2"),
+    Cap("AVX512_CORE", "AVX512", ("avx512f", "avx512bw", "avx512vl", "avx512dq"), "AVX-512",
+        "isa_avx512_core"),
+    Cap("AVX512_CORE_VNNI", "AVX512_VNNI", ("avx512_vnni",), "AVX-512 VNNI (int8 dot products)",
+        "isa_avx512_core_vnni"),
+    Cap("AVX512_CORE_BF16", "AVX512_BF16", ("avx512_bf16",),
+        "AVX512_BF16 (bfloat16 dot products)", "isa_avx512_core_bf16"),
+    Cap("AVX512_CORE_AMX", "AMX", ("amx_bf16", "amx_tile"), "AMX-BF16 (bfloat16 matrix tiles)",
+        "isa_amx"),
 )
 NAMES = tuple(cap.name for cap in CAPS)
 

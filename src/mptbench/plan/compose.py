@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from mptbench.core import isa
 from mptbench.plan import checks, schema
 from mptbench.plan.errors import ConfigError
 
@@ -106,8 +107,9 @@ def parse_overrides(value: Any) -> list[str]:
 
 
 def options(conf_dir: Path, group: str) -> list[str]:
-    """The options of a config group: its yaml files' names."""
-    return sorted(p.stem for p in (Path(conf_dir) / group).glob("*.yaml"))
+    """The options of a config group: its yaml files' names (and the caps' variants)."""
+    made = cap_variants() if group == "variant" else {}
+    return sorted({p.stem for p in (Path(conf_dir) / group).glob("*.yaml")} | set(made))
 
 
 def _composition_error(conf_dir: Path, exc: Exception) -> ConfigError:
@@ -151,6 +153,30 @@ def check_syntax(override_list: list[str]) -> None:
                 f"override '{override}' does not parse: {reason} "
                 "(an unclosed bracket or quote? lists are written [a,b])"
             ) from None
+
+
+def cap_variants() -> dict[str, dict[str, Any]]:
+    """A variant per instruction-set generation (core/isa.py CAPS), by its name: the PyPI
+    packages on every backend, their kernels capped at it (a cap sets oneDNN's, XLA's and
+    ATen's own variables: core/isa.py environment)."""
+    return {
+        cap.variant: {"description": f"PyPI packages, kernels capped at {cap.name}",
+                      "backends": None, "isa": cap.name, "env": {}, "jit_compile": "auto",
+                      "wheel": None, "build": None}
+        for cap in isa.CAPS
+    }
+
+
+def _store_cap_variants() -> None:
+    """The caps' variants, as Hydra's variant group finds a yaml of conf/variant/."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    for name, variant in cap_variants().items():
+        store.store(group="variant", name=name, node={name: variant})
+
+
+_store_cap_variants()  # before anything composes: Hydra reads its store as a search path
 
 
 def compose_config(

@@ -4,8 +4,9 @@ A variant with `isa: AVX2` (isa_avx2, one of the variants made from CAPS: plan/c
 runs its cells with oneDNN capped at that generation (ONEDNN_MAX_CPU_ISA: TensorFlow's,
 jaxlib's and PyTorch's oneDNN read it when their first primitive is made); for JAX, XLA's
 generated code too (--xla_cpu_max_isa); for PyTorch, ATen's own kernels (ATEN_CPU_CAPABILITY,
-which knows no generation above AVX-512). What no cap reaches is code compiled into the wheel for one instruction set (TensorFlow's
-Eigen kernels): only a build changes that (the source build variant).
+which knows no generation above AVX-512). What no cap reaches is code compiled into the wheel
+for one instruction set (TensorFlow's Eigen kernels): only a build changes that (the source
+build variant).
 
 The proof that a cap took: every engine process runs with ONEDNN_VERBOSE=profile_create, so
 oneDNN names each primitive it creates and the implementation it chose for it

@@ -3,11 +3,10 @@ its cells, and the wildcards of its one comparison group's jobs (without the bat
 
 from __future__ import annotations
 
-from pathlib import Path
+from workflow_helpers import composed
 
-from mptbench.plan import compose_config, grid
+from mptbench.plan import grid
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
 GROUP = {
     "experiment": "smoke",
     "machine": "box",
@@ -20,5 +19,5 @@ GROUP = {
 
 def smoke_plan(*overrides: str):
     """The smoke's config on `box` (with these overrides) and its cells there."""
-    cfg = compose_config(CONF, "smoke", ["sweep.machine=box", *overrides])
+    cfg = composed("smoke", "sweep.machine=box", *overrides)
     return cfg, grid(cfg, ["cpu"], ["box"])

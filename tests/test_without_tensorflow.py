@@ -9,13 +9,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from workflow_helpers import composed
 
 from mptbench.core.contract import encode
 from mptbench.data.synthetic import prepared_info
-from mptbench.plan import Cell, compose_config, run_config
+from mptbench.plan import Cell, run_config
 
 ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "conf"
 pytestmark = pytest.mark.slow
 
 # Imported first by every Python process that has its folder on PYTHONPATH.
@@ -57,16 +57,8 @@ def no_tensorflow(tmp_path_factory):
 def test_a_jax_cell_on_synthetic_data_runs_with_tensorflow_hidden(
     tmp_path, no_tensorflow, tracking
 ):
-    cfg = compose_config(
-        CONF,
-        "smoke",
-        [
-            "dataset=synthetic",
-            "dataset.image_size=32",
-            "backend=[jax]",
-            "policy=[float32,mixed_bfloat16]",
-        ],
-    )
+    cfg = composed("smoke", "dataset=synthetic", "dataset.image_size=32", "backend=[jax]",
+                   "policy=[float32,mixed_bfloat16]")
     run = run_config(cfg, Cell("local", "seed_convnet", "jax", "pypi", "cpu", "mixed_bfloat16", 8))
     run = replace(
         run,

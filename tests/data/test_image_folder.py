@@ -4,13 +4,13 @@ import io
 from pathlib import Path
 
 import pytest
+from workflow_helpers import composed
 
 from mptbench.data import cache
 from mptbench.data.builder import DatasetError
 from mptbench.data.image_folder import class_names, split_files
-from mptbench.plan import ConfigError, compose_config
+from mptbench.plan import ConfigError
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
 pytestmark = pytest.mark.slow
 
 
@@ -76,9 +76,9 @@ def test_bad_folders_are_one_line_naming_what_is_wrong(folder, tmp_path):
 
 
 def test_the_config_checks_the_folder_before_any_job(folder, tmp_path):
-    cfg = compose_config(CONF, None, ["dataset=image_folder", f"dataset.path={folder}"])
+    cfg = composed(None, "dataset=image_folder", f"dataset.path={folder}")
     assert cfg["dataset"]["builder"] == "image_folder"
     with pytest.raises(ConfigError, match="dataset.path: not set"):
-        compose_config(CONF, None, ["dataset=image_folder"])
+        composed(None, "dataset=image_folder")
     with pytest.raises(ConfigError, match="is not a folder"):
-        compose_config(CONF, None, ["dataset=image_folder", f"dataset.path={tmp_path}/nope"])
+        composed(None, "dataset=image_folder", f"dataset.path={tmp_path}/nope")

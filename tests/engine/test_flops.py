@@ -4,22 +4,20 @@ per framework and size (`counts`): several tests read one count."""
 
 import functools
 import sys
-from pathlib import Path
 
 import pytest
+from workflow_helpers import composed
 
 from mptbench.core.contract import ConvLayer, DescribeJob, ModelConfig, ModelInfo, decode
 from mptbench.engine.flops import kind_of
 from mptbench.engine.model_info import describe
 from mptbench.jobs.launcher import Engine, environment
-from mptbench.plan import compose_config
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
 pytestmark = pytest.mark.slow
 
 
 def _model(name: str) -> ModelConfig:
-    cfg = compose_config(CONF, None, [f"model=[{name}]"])["model"][name]
+    cfg = composed(None, f"model=[{name}]")["model"][name]
     return decode(ModelConfig, {"name": name, **cfg})
 
 

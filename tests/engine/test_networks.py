@@ -4,18 +4,18 @@ import shutil
 from pathlib import Path
 
 import pytest
+from workflow_helpers import composed
 
 from mptbench.core.contract import ModelConfig
 from mptbench.engine.networks import ModelError, builder_source, make_network
-from mptbench.plan import compose_config, model_config
+from mptbench.plan import model_config
 
 ROOT = Path(__file__).resolve().parents[2]
-CONF = ROOT / "conf"
 pytestmark = pytest.mark.slow
 
 
 def _model(name: str, *overrides: str) -> ModelConfig:
-    cfg = compose_config(CONF, None, [f"model=[{name}]", *overrides])
+    cfg = composed(None, f"model=[{name}]", *overrides)
     return model_config(cfg, name)
 
 

@@ -9,12 +9,12 @@ import itertools
 from dataclasses import replace
 
 import pytest
-from workflow_helpers import ROOT
+from workflow_helpers import composed
 
 from mptbench.engine.repeat import FitLength, fit_length, step_clock
 from mptbench.engine.rounds import Rounds
 from mptbench.engine.timing import PAST_EPOCHS, StepClock, after_turn, fit_epochs
-from mptbench.plan import Cell, compose_config, run_config
+from mptbench.plan import Cell, run_config
 
 IMAGENETTE_TRAIN = 9469  # imagenette2-320's training images: 18 steps an epoch at batch 512
 
@@ -70,7 +70,7 @@ def _keras_fit(clock: StepClock, time: FakeTime, fit: FitLength, block: int, sec
 
 def _cell(device: str, batch_size: int = 512, **train):
     """The default experiment's run of a cell (conf/, conf/train/benchmark.yaml), train changed."""
-    cfg = compose_config(ROOT / "conf", None, ["policy=[float32]"])
+    cfg = composed(None, "policy=[float32]")
     cell = Cell("local", "seed_convnet", "tensorflow", "pypi", device, "float32", batch_size)
     run = run_config(cfg, cell)
     return replace(run, train=replace(run.train, **train))

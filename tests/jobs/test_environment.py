@@ -5,18 +5,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from workflow_helpers import composed
 
 from mptbench.core.files import sha256_of
 from mptbench.jobs.environment import make_environment
-from mptbench.plan import compose_config
 
 ROOT = Path(__file__).resolve().parents[2]
-CONF = ROOT / "conf"
 
 
 @pytest.mark.slow
 def test_pypi_variants_reuse_this_environment_and_record_its_build():
-    variant = compose_config(CONF, None, ["variant=[pypi_onednn]"])["variant"]["pypi_onednn"]
+    variant = composed(None, "variant=[pypi_onednn]")["variant"]["pypi_onednn"]
     manifest = make_environment(
         "pypi_onednn", variant, None, Path("unused"), Path("unused"), log=lambda _: None
     )
@@ -37,7 +36,7 @@ def test_a_prebuilt_wheel_gets_its_own_verified_environment(tmp_path):
         check=True, timeout=900,
     )
     wheel = next(wheels.glob("tensorflow-2.21.0-*.whl"))
-    variant = compose_config(CONF, None, ["variant=[source_avx2_fma]"])["variant"][
+    variant = composed(None, "variant=[source_avx2_fma]")["variant"][
         "source_avx2_fma"
     ]
     requirements = ROOT / "envs/requirements-train.txt"

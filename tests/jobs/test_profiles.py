@@ -6,14 +6,14 @@ import time
 from pathlib import Path
 
 import pytest
+from workflow_helpers import composed
 
 from mptbench.core.opclasses import CLASSES, STEP_CLASSES
 from mptbench.core.policies import Policy
 from mptbench.engine.models import build_model
 from mptbench.jobs.profiles import EXECUTOR_LINES, breakdown, closure, xplane_of
-from mptbench.plan import compose_config, model_config
+from mptbench.plan import model_config
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
 pytestmark = pytest.mark.slow
 
 
@@ -22,7 +22,7 @@ def _profiled(tmp_path, policy_name: str, side: int = 32, batch: int = 8, steps:
     import keras
     import tensorflow as tf
 
-    cfg = compose_config(CONF, None, [f"policy=[{policy_name}]"])
+    cfg = composed(None, f"policy=[{policy_name}]")
     policy = Policy.of(policy_name, cfg["policy"][policy_name])
     network = model_config(cfg, "seed_convnet")
     model = build_model(network, (side, side, 3), 10, policy)

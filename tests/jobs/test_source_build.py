@@ -7,14 +7,12 @@ import time
 from pathlib import Path
 
 import pytest
-from workflow_helpers import MACHINE, copy_workflow, job_counts, snakemake
+from workflow_helpers import MACHINE, composed, copy_workflow, job_counts, snakemake
 
 from mptbench.jobs.environment import VariantError
 from mptbench.jobs.source_build import preflight
-from mptbench.plan import compose_config
 
 ROOT = Path(__file__).resolve().parents[2]
-CONF = ROOT / "conf"
 FOUR = 'overrides=["variant=[pypi,pypi_onednn,pypi_xla,source_avx2_fma]"]'
 
 
@@ -60,7 +58,7 @@ def test_a_given_wheel_skips_the_build():
 
 
 def test_missing_tools_and_network_fail_at_once_with_one_message(tmp_path):
-    build = compose_config(CONF, None, ["variant=[source_avx2_fma]"])["variant"]["source_avx2_fma"][
+    build = composed(None, "variant=[source_avx2_fma]")["variant"]["source_avx2_fma"][
         "build"
     ]
     build = dict(build, repository="http://127.0.0.1:9/tensorflow.git")  # nothing listens there

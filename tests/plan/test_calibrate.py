@@ -3,15 +3,15 @@
 from pathlib import Path
 
 import pytest
+from workflow_helpers import composed
 
-from mptbench.plan import ConfigError, calibrate, compose_config, grid
+from mptbench.plan import ConfigError, calibrate, grid
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
 GPU_NODE = ["sweep.machine=box", "device.check_present=false"]
 
 
 def smoke(*overrides, devices=("cpu", "gpu0")):
-    cfg = compose_config(CONF, "smoke", [*GPU_NODE, *overrides])
+    cfg = composed("smoke", *GPU_NODE, *overrides)
     return cfg, grid(cfg, list(devices), ["box"])
 
 

@@ -10,13 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from workflow_helpers import composed
 
 from mptbench.core import frameworks
 from mptbench.core.commands import program
-from mptbench.plan import compose_config
 from mptbench.plan.headline import config_arguments, mlflow_page, mlflow_ui, snakemake_report, text
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
 OVERRIDES = 'overrides=["sweep.batch_sizes=[4]"]'
 ARGV = ["snakemake", "--cores", "2", "--config", "experiment=smoke", OVERRIDES, "-n"]
 
@@ -49,12 +48,12 @@ def finished(tmp_path, monkeypatch):
 
 
 def test_nothing_is_printed_before_the_aggregate_wrote_the_headline(finished):
-    assert text(compose_config(CONF, "smoke", ["sweep.machine=box"]), ARGV) is None
+    assert text(composed("smoke", "sweep.machine=box"), ARGV) is None
 
 
 def test_the_finished_run_names_its_report_and_how_to_open_it(finished):
     finished.write_text("cpu: mixed_float16 1.40x faster\n2 cells ran")
-    lines = text(compose_config(CONF, "smoke", ["sweep.machine=box"]), ARGV).split("\n")
+    lines = text(composed("smoke", "sweep.machine=box"), ARGV).split("\n")
     assert lines[0] == ""  # a blank line after Snakemake's last
     assert lines[1] == (
         "mptbench smoke: the report is results/smoke/report/index.html (tables: "
@@ -76,7 +75,7 @@ def test_every_printed_command_runs_as_printed_from_the_project_root(monkeypatch
     the venv (the project root after the quick start) with no venv on PATH."""
     root = Path(sys.executable).parents[2]
     monkeypatch.chdir(root)
-    cfg = compose_config(CONF, "smoke", ["sweep.machine=box"])
+    cfg = composed("smoke", "sweep.machine=box")
     printed = [snakemake_report("smoke", ARGV), mlflow_ui(cfg["tracking"]["uri"]),
                frameworks.TORCH.install, frameworks.TENSORFLOW.gpu_install]
     assert printed[0].startswith(f"{Path(sys.executable).parent.relative_to(root)}/snakemake ")

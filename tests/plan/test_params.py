@@ -4,14 +4,13 @@ search's and parity's settings, the build's."""
 from pathlib import Path
 
 import pytest
+from workflow_helpers import composed
 
-from mptbench.plan import ConfigError, compose_config, layout, params
-
-CONF = Path(__file__).resolve().parents[2] / "conf"
+from mptbench.plan import ConfigError, layout, params
 
 
 def smoke(*overrides):
-    return compose_config(CONF, "smoke", ["sweep.machine=box", *overrides])
+    return composed("smoke", "sweep.machine=box", *overrides)
 
 
 @pytest.fixture(scope="module")

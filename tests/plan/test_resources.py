@@ -1,13 +1,11 @@
 """What a timing job asks the scheduler for, on this machine and on a cluster's targets."""
 
-from pathlib import Path
 
 import pytest
+from workflow_helpers import composed
 
-from mptbench.plan import compose_config
 from mptbench.plan.resources import Timing, slot
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
 TARGETS = "sweep.targets={v100: {constraint: v100}, a100: {constraint: a100}}"
 
 
@@ -19,14 +17,12 @@ def asked(timing, job, **given):
 
 @pytest.fixture(scope="module")
 def local():
-    return compose_config(CONF, "smoke", ["sweep.machine=box"])
+    return composed("smoke", "sweep.machine=box")
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    return compose_config(
-        CONF, "smoke", ["device.check_present=false", "sweep.devices=[cpu,gpu0]", TARGETS]
-    )
+    return composed("smoke", "device.check_present=false", "sweep.devices=[cpu,gpu0]", TARGETS)
 
 
 def test_a_cpu_job_takes_every_core_and_the_cpus_slot(local):

@@ -238,7 +238,9 @@ def measure(text: str, args, log) -> list[dict]:
     rows = read_jsonl(kept)
     trainer = Trainer(sys.executable, runs, [str(folder / f"{p}.record") for p in args.policies])
     trainer.predicted_s = predictions(prepared, runs)
-    started, cycle = time.monotonic(), len({r["cycle"] for r in rows})
+    # A rerun goes on where it stopped: the cycle left half done is finished first.
+    started, cycle = time.monotonic(), min(
+        c for c in range(len(rows) + 1) if not complete(rows, c, args.policies))
     with Neighbour(args.neighbour, HERE / args.tag / "neighbour.log") as neighbour:
         while cycle < args.max_cycles:
             if cycle >= args.min_cycles and settled(rows, args.policies):
@@ -248,6 +250,8 @@ def measure(text: str, args, log) -> list[dict]:
                 break
             order = ["pipeline", *args.policies]
             for what in order if cycle % 2 == 0 else order[::-1]:
+                if ran(rows, cycle, what):
+                    continue
                 steal, began = Steal(), time.time()
                 if what == "pipeline":
                     got = pipeline_process(trainer, prepared, runs, cycle % 3)
@@ -266,6 +270,17 @@ def measure(text: str, args, log) -> list[dict]:
                 for r in rows if r["cycle"] == cycle - 1)
                 + f" ({time.monotonic() - started:.0f} s)")
     return rows
+
+
+def ran(rows: list[dict], cycle: int, what: str) -> bool:
+    """Whether the cycle's process `what` (pipeline, or a policy's fit) is kept."""
+    kind, policy = ("pipeline", None) if what == "pipeline" else ("fit", what)
+    return any(r["cycle"] == cycle and r["kind"] == kind
+               and policy in (None, r["policy"]) for r in rows)
+
+
+def complete(rows: list[dict], cycle: int, policies: list[str]) -> bool:
+    return all(ran(rows, cycle, what) for what in ["pipeline", *policies])
 
 
 def _by_cycle(rows: list[dict], kind: str, policy: str, part: str = "total") -> dict:

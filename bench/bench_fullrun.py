@@ -21,8 +21,10 @@ over the real one (and each part over the real part: steps, validation, the firs
 extra), what the projection before the whole run was measured said (the steps alone, as the
 answer printed: epochs x steps x the mean step) over the real run, and the projected
 whole-run speedup over the real one. The goal: within 0.95-1.05 and holding 1. Each process's
-steal and the host's own speed (the pipeline's host_ms) are kept beside it; --neighbour makes
-the host busy on purpose, with a load that comes and goes.
+steal and the host's own speed (engine/host.py's check: the pipeline's host_ms, and the same
+kernel in each fit before its first epoch and after each) are kept beside it; a cycle whose
+processes saw the host more than 10% apart is left out of the pairs, and said. --neighbour
+makes the host busy on purpose, with a load that comes and goes.
 
 Every process is kept in bench/.work/fullrun/<tag>.jsonl: a rerun goes on where it stopped.
 
@@ -68,6 +70,7 @@ CELLS = ["seed_convnet:128", "seed_convnet:64", "mobilenet_v2:96"]
 POLICIES = ["float32", "mixed_bfloat16"]
 EPOCHS = 3
 GOAL = 0.05
+HOST_MOVED = 0.10  # a cycle's host checks this far apart compare two hosts (host_moved)
 PARTS = ("steps", "validation", "first_epoch", "epoch_starts")
 
 
@@ -100,10 +103,17 @@ def child_fit(run_json: str, prepared_json: str, folder: str, out: str,
     wall time from the call to the end of its last epoch and to its return, and each epoch's
     training and validation. With `wait` "trained", the process ends at the last epoch's end
     (its figures written): what fit then takes to return is not waited for."""
+    from types import SimpleNamespace
+
     import keras
     import tensorflow as tf
 
+    from mptbench.engine.host import HostCheck
+
     run, prepared = load_run(run_json), read_json(prepared_json)
+    # The host's own speed, as the pipeline's process reads it (engine/host.py): before the
+    # first epoch and after each, outside the epochs' clocks.
+    host = HostCheck(SimpleNamespace(name="tensorflow", framework=tf), run.device.host_check)
     model = job_model(keras, run, prepared)
     train, val, _ = user_datasets(tf, keras, Path(folder), prepared["image_size"],
                                   run.cell.batch_size, run.seed)
@@ -126,6 +136,7 @@ def child_fit(run_json: str, prepared_json: str, folder: str, out: str,
 
         def on_epoch_end(self, epoch, logs=None):
             epochs[-1]["wall_s"] = time.perf_counter() - epochs[-1]["begin"]
+            host.sample()
 
         def on_train_end(self, logs=None):
             ended.append(time.perf_counter())
@@ -137,8 +148,11 @@ def child_fit(run_json: str, prepared_json: str, folder: str, out: str,
         for e in epochs:
             e["train_s"] = e["wall_s"] - e.get("validation_s", 0.0) - e["start_wait_s"]
         Path(out).write_text(json.dumps({"policy": run.policy.name, "wall_s": wall,
-                                         "trained_s": ended[0] - started, "epochs": epochs}))
+                                         "trained_s": ended[0] - started, "epochs": epochs,
+                                         "host_ms": host.process_ms(),
+                                         "host_samples_ms": [1000 * t for t in host.samples]}))
 
+    host.sample()
     started = time.perf_counter()
     model.fit(train, epochs=EPOCHS, validation_data=val, callbacks=[Clock()], verbose=0)
     write(time.perf_counter() - started)
@@ -171,7 +185,8 @@ def fit_process(run_file: Path, prepared: Path, folder: Path, env: dict, log: Pa
     if done.returncode or not out.exists():
         raise SystemExit(f"a fit failed (exit {done.returncode}): {log}")
     fit = json.loads(out.read_text())
-    return {"kind": "fit", "policy": fit["policy"], "parts": real_parts(fit), "fit": fit}
+    return {"kind": "fit", "policy": fit["policy"], "parts": real_parts(fit), "fit": fit,
+            "host_ms": fit.get("host_ms")}
 
 
 # ---------------------------------------------------------------- the pipeline's projection
@@ -283,9 +298,25 @@ def complete(rows: list[dict], cycle: int, policies: list[str]) -> bool:
     return all(ran(rows, cycle, what) for what in ["pipeline", *policies])
 
 
+def host_moved(rows: list[dict]) -> dict[int, float]:
+    """The cycles whose processes did not all see the host at one speed: the slowest host
+    check over the fastest (each process's fastest sample, engine/host.py), where that is more
+    than 1 + HOST_MOVED. A pair across such a cycle compares two hosts, not two runs: it is
+    left out, and said. A process kept before fits read the host has no figure and moves
+    nothing."""
+    found = {}
+    for c in {r["cycle"] for r in rows}:
+        host = [r["host_ms"] for r in rows if r["cycle"] == c and r.get("host_ms")]
+        if len(host) > 1 and max(host) / min(host) > 1 + HOST_MOVED:
+            found[c] = max(host) / min(host)
+    return found
+
+
 def _by_cycle(rows: list[dict], kind: str, policy: str, part: str = "total") -> dict:
+    out = host_moved(rows)
     return {r["cycle"]: r["parts"][part] for r in rows
-            if r["kind"] == kind and r["policy"] == policy and r.get("parts")}
+            if r["kind"] == kind and r["policy"] == policy and r.get("parts")
+            and r["cycle"] not in out}
 
 
 def ratios(rows: list[dict], policy: str, part: str = "total", real_part: str | None = None):
@@ -320,6 +351,7 @@ def report(text: str, rows: list[dict], args) -> list[str]:
     cycles = len({r["cycle"] for r in rows})
     steal = [r["stolen_pct"] for r in rows if r.get("stolen_pct") is not None]
     host = [r["host_ms"] for r in rows if r.get("host_ms")]
+    moved = host_moved(rows)
     busy = [r["neighbour_busy"] for r in rows if r.get("neighbour_busy") is not None]
     lines = [f"{model} at {size} px, batch {args.batch_size}, {EPOCHS} epochs with validation "
              f"after each: {cycles} cycles; steal {min(steal, default=0):.1f}-"
@@ -327,8 +359,13 @@ def report(text: str, rows: list[dict], args) -> list[str]:
              f"{max(host, default=0):.2f} ms"
              + (f"; neighbour busy {100 * statistics.fmean(busy):.0f}% of the time" if busy
                 else "")]
+    if moved:
+        lines.append("  left out, the host's speed moved within the cycle (slowest host check "
+                     "over the fastest): " + ", ".join(
+                         f"cycle {c} {ratio:.2f}x" for c, ratio in sorted(moved.items())))
     for policy in args.policies:
-        real = [r["parts"]["total"] for r in rows if r["kind"] == "fit" and r["policy"] == policy]
+        real = [r["parts"]["total"] for r in rows if r["kind"] == "fit"
+                and r["policy"] == policy and r["cycle"] not in moved]
         tails = [r["parts"]["return_tail"] for r in rows if r["kind"] == "fit"
                  and r["policy"] == policy and r["parts"]["return_tail"] is not None] or [0.0]
         lines.append(f"  {policy:<15} real fit {statistics.fmean(real):.1f} s (then "

@@ -236,11 +236,19 @@ def cell_of(text: str) -> tuple[str, int]:
     return model, int(size)
 
 
+def kept_name(text: str, args) -> str:
+    """What a cell's kept processes are named by: the cell and the images it trains on, so
+    that processes of other data never pair."""
+    model, size = cell_of(text)
+    return (f"{model}-{size}px-bs{args.batch_size}-"
+            f"{args.train_per_class}x{args.val_per_class}")
+
+
 def measure(text: str, args, log) -> list[dict]:
     from mptbench.jobs.trainer import Trainer
 
+    tag = kept_name(text, args)
     model, size = cell_of(text)
-    tag = f"{model}-{size}px-bs{args.batch_size}"
     folder = HERE / args.tag / tag
     folder.mkdir(parents=True, exist_ok=True)
     prepared = fixture(HERE, size, args.train_per_class, args.val_per_class)
@@ -338,6 +346,23 @@ def speedup_ratio(rows: list[dict], policies: list[str]):
     return over(found)
 
 
+def starts_waited(rows: list[dict], policy: str, moved: dict) -> str:
+    """How many epoch starts waited, in the pipeline's timing epochs (core/epochs.py's
+    telling ones) and in the real fits (a first batch 1 s or more after the epoch began):
+    the share the projection carries over from short epochs to long ones."""
+    from mptbench.core import epochs
+
+    kept = [r for r in rows if r["policy"] == policy and r["cycle"] not in moved]
+    told = [b for r in kept if r["kind"] == "pipeline"
+            for b in epochs.boundaries(r["epoch_starts"]) if b.telling]
+    real = [e["start_wait_s"] for r in kept if r["kind"] == "fit"
+            for e in r["fit"]["epochs"][1:]]
+    waits = [w for w in real if w >= 1.0]
+    return (f"epoch starts that waited: pipeline {sum(b.waited for b in told)} of {len(told)}, "
+            f"real fits {len(waits)} of {len(real)}"
+            + (f" ({min(waits):.1f}-{max(waits):.1f} s)" if waits else ""))
+
+
 def settled(rows: list[dict], policies: list[str]) -> bool:
     """Every policy's projected-over-real interval within ±GOAL (widths only: stopping on it
     cannot bias where the figure lies)."""
@@ -374,6 +399,7 @@ def report(text: str, rows: list[dict], args) -> list[str]:
                      f"{shown(ratios(rows, policy, 'steps', 'total'))}")
         lines.append("  " + " " * 15 + " per part, projected / real: " + ", ".join(
             f"{part} {shown(ratios(rows, policy, part))}" for part in PARTS))
+        lines.append("  " + " " * 15 + " " + starts_waited(rows, policy, moved))
     lines.append(f"  whole-run speedup, projected / real: "
                  f"{shown(speedup_ratio(rows, args.policies))}")
     return lines
@@ -387,8 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"whole run against fit on {machine()}, {args.tag}", flush=True)
     lines = []
     for text in args.cells:
-        model, size = cell_of(text)
-        kept = HERE / args.tag / f"{model}-{size}px-bs{args.batch_size}.jsonl"
+        kept = HERE / args.tag / f"{kept_name(text, args)}.jsonl"
         rows = read_jsonl(kept) if args.report_only else measure(
             text, args, lambda s: print(s, flush=True))
         if rows:

@@ -23,10 +23,12 @@ answer printed: epochs x steps x the mean step) over the real run, and the proje
 whole-run speedup over the real one. The goal: within 0.95-1.05 and holding 1. Each process's
 steal and the host's own speed (engine/host.py's check: the pipeline's host_ms, and the same
 kernel in each fit before its first epoch and after each) are kept beside it; a cycle whose
-processes saw the host more than 10% apart is left out of the pairs, and said. --neighbour
-makes the host busy on purpose, with a load that comes and goes.
+processes saw the host more than 15% apart is left out of the pairs, and said (a steady host's
+mixed_float16 fits read their own checks 1.10x the pipeline's: the threshold is above that).
+--neighbour makes the host busy on purpose, with a load that comes and goes.
 
-Every process is kept in bench/.work/fullrun/<tag>.jsonl: a rerun goes on where it stopped.
+Every process is kept in bench/.work/fullrun/<tag>/<cell>-<images>.jsonl: a rerun goes on
+where it stopped.
 
     python bench/bench_fullrun.py                          # the three cells, quiet host
     python bench/bench_fullrun.py --neighbour 1 --tag busy # one neighbour thread, comes and goes
@@ -70,7 +72,7 @@ CELLS = ["seed_convnet:128", "seed_convnet:64", "mobilenet_v2:96"]
 POLICIES = ["float32", "mixed_bfloat16"]
 EPOCHS = 3
 GOAL = 0.05
-HOST_MOVED = 0.10  # a cycle's host checks this far apart compare two hosts (host_moved)
+HOST_MOVED = 0.15  # a cycle's host checks this far apart compare two hosts (host_moved)
 PARTS = ("steps", "validation", "first_epoch", "epoch_starts")
 
 

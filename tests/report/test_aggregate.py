@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import subprocess
 import sys
@@ -13,6 +15,7 @@ from records import record
 
 from mptbench.core.record import REPORT_METRICS
 from mptbench.report.aggregate import cell_results
+from mptbench.report.aggregate import main as aggregate_main
 from mptbench.report.breakdown import breakdown_table
 from mptbench.report.diagnosis import diagnose
 from mptbench.report.html import render_html
@@ -112,22 +115,17 @@ def write_runs(root: Path, cells=CELLS) -> Path:
     return runs
 
 
-def aggregate(runs: Path, out: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mptbench.report.aggregate",
-            "--runs",
-            str(runs),
-            "--report-dir",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+def aggregate(runs: Path, out: Path, cli: bool = False) -> subprocess.CompletedProcess:
+    """The report built from `runs` into `out`: in this process (the CLI's own function, its
+    output captured), or with `cli` as the workflow calls it, in a process of its own."""
+    args = ["--runs", str(runs), "--report-dir", str(out)]
+    if cli:
+        return subprocess.run([sys.executable, "-m", "mptbench.report.aggregate", *args],
+                              capture_output=True, text=True, cwd=ROOT, timeout=120)
+    printed, errors = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(errors):
+        code = aggregate_main(args)
+    return subprocess.CompletedProcess(args, code, printed.getvalue(), errors.getvalue())
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +133,7 @@ def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
     runs = write_runs(root)
     out = root / "results" / EXPERIMENT / "report"
-    result = aggregate(runs, out)
+    result = aggregate(runs, out, cli=True)
     assert result.returncode == 0, result.stderr
     return out
 
@@ -282,7 +280,7 @@ def test_each_cells_mlflow_run_gets_back_what_the_report_derived_of_it(tmp_path)
     assert results["run-gpu0-float32-64"] == ({}, {})  # out of memory: nothing derived
 
 
-@pytest.mark.slow  # runs the report's CLI in a process
+@pytest.mark.slow  # builds a report
 def test_no_records_is_a_one_line_error(tmp_path):
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -294,7 +292,7 @@ def test_no_records_is_a_one_line_error(tmp_path):
     assert not out.exists()
 
 
-@pytest.mark.slow  # runs the report's CLI in a process
+@pytest.mark.slow  # builds a report
 def test_corrupt_record_is_named_and_leaves_the_old_report(tmp_path):
     runs = write_runs(tmp_path)
     out = tmp_path / "report"
@@ -309,7 +307,7 @@ def test_corrupt_record_is_named_and_leaves_the_old_report(tmp_path):
     assert (out / "summary.csv").read_bytes() == before
 
 
-@pytest.mark.slow  # runs the report's CLI in a process
+@pytest.mark.slow  # builds a report
 def test_record_values_are_escaped_in_the_html(tmp_path):
     """A host name or a reason is data, never markup: nothing from a record runs in the page."""
     runs = write_runs(tmp_path, CELLS[:5])

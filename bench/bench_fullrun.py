@@ -322,11 +322,15 @@ def host_moved(rows: list[dict]) -> dict[int, float]:
     return found
 
 
+def paired(rows: list[dict]) -> list[dict]:
+    """The rows of the cycles whose host held still (host_moved): the ones pairs are made of."""
+    moved = host_moved(rows)
+    return [r for r in rows if r["cycle"] not in moved]
+
+
 def _by_cycle(rows: list[dict], kind: str, policy: str, part: str = "total") -> dict:
-    out = host_moved(rows)
     return {r["cycle"]: r["parts"][part] for r in rows
-            if r["kind"] == kind and r["policy"] == policy and r.get("parts")
-            and r["cycle"] not in out}
+            if r["kind"] == kind and r["policy"] == policy and r.get("parts")}
 
 
 def ratios(rows: list[dict], policy: str, part: str = "total", real_part: str | None = None):
@@ -348,13 +352,13 @@ def speedup_ratio(rows: list[dict], policies: list[str]):
     return over(found)
 
 
-def starts_waited(rows: list[dict], policy: str, moved: dict) -> str:
+def starts_waited(rows: list[dict], policy: str) -> str:
     """How many epoch starts waited, in the pipeline's timing epochs (core/epochs.py's
     telling ones) and in the real fits (a first batch 1 s or more after the epoch began):
     the share the projection carries over from short epochs to long ones."""
     from mptbench.core import epochs
 
-    kept = [r for r in rows if r["policy"] == policy and r["cycle"] not in moved]
+    kept = [r for r in rows if r["policy"] == policy]
     told = [b for r in kept if r["kind"] == "pipeline"
             for b in epochs.boundaries(r["epoch_starts"]) if b.telling]
     real = [e["start_wait_s"] for r in kept if r["kind"] == "fit"
@@ -368,7 +372,7 @@ def starts_waited(rows: list[dict], policy: str, moved: dict) -> str:
 def settled(rows: list[dict], policies: list[str]) -> bool:
     """Every policy's projected-over-real interval within ±GOAL (widths only: stopping on it
     cannot bias where the figure lies)."""
-    found = [ratios(rows, p) for p in policies]
+    found = [ratios(paired(rows), p) for p in policies]
     return all(e is not None and e.half_width is not None and e.half_width <= GOAL
                for e in found)
 
@@ -378,7 +382,7 @@ def report(text: str, rows: list[dict], args) -> list[str]:
     cycles = len({r["cycle"] for r in rows})
     steal = [r["stolen_pct"] for r in rows if r.get("stolen_pct") is not None]
     host = [r["host_ms"] for r in rows if r.get("host_ms")]
-    moved = host_moved(rows)
+    moved, kept = host_moved(rows), paired(rows)
     busy = [r["neighbour_busy"] for r in rows if r.get("neighbour_busy") is not None]
     lines = [f"{model} at {size} px, batch {args.batch_size}, {EPOCHS} epochs with validation "
              f"after each: {cycles} cycles; steal {min(steal, default=0):.1f}-"
@@ -391,19 +395,19 @@ def report(text: str, rows: list[dict], args) -> list[str]:
                      "over the fastest): " + ", ".join(
                          f"cycle {c} {ratio:.2f}x" for c, ratio in sorted(moved.items())))
     for policy in args.policies:
-        real = [r["parts"]["total"] for r in rows if r["kind"] == "fit"
-                and r["policy"] == policy and r["cycle"] not in moved]
+        real = [r["parts"]["total"] for r in kept
+                if r["kind"] == "fit" and r["policy"] == policy]
         tails = [r["parts"]["return_tail"] for r in rows if r["kind"] == "fit"
                  and r["policy"] == policy and r["parts"]["return_tail"] is not None] or [0.0]
         lines.append(f"  {policy:<15} real fit {statistics.fmean(real):.1f} s (then "
                      f"{min(tails):.1f}-{max(tails):.1f} s to return); projected / real: "
-                     f"whole run {shown(ratios(rows, policy))}, steps alone (the answer before) "
-                     f"{shown(ratios(rows, policy, 'steps', 'total'))}")
+                     f"whole run {shown(ratios(kept, policy))}, steps alone (the answer before) "
+                     f"{shown(ratios(kept, policy, 'steps', 'total'))}")
         lines.append("  " + " " * 15 + " per part, projected / real: " + ", ".join(
-            f"{part} {shown(ratios(rows, policy, part))}" for part in PARTS))
-        lines.append("  " + " " * 15 + " " + starts_waited(rows, policy, moved))
+            f"{part} {shown(ratios(kept, policy, part))}" for part in PARTS))
+        lines.append("  " + " " * 15 + " " + starts_waited(kept, policy))
     lines.append(f"  whole-run speedup, projected / real: "
-                 f"{shown(speedup_ratio(rows, args.policies))}")
+                 f"{shown(speedup_ratio(kept, args.policies))}")
     return lines
 
 

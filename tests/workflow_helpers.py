@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import os
@@ -23,15 +24,17 @@ from mptbench.plan.layout import WORKFLOW_FILES
 ROOT = Path(__file__).resolve().parents[1]
 # This machine's id: the first part of every cell's paths (results/<experiment>/runs/<machine>/).
 MACHINE = machine_id()
+
+
 @functools.cache
-def _composed(experiment: str | None, overrides: tuple[str, ...]) -> str:
-    return json.dumps(compose_config(ROOT / "conf", experiment, list(overrides)))
+def _composed(experiment: str | None, overrides: tuple[str, ...]) -> dict:
+    return compose_config(ROOT / "conf", experiment, list(overrides))
 
 
 def composed(experiment: str | None = None, *overrides: str) -> dict:
     """The configuration as the workflow composes it (conf/, an experiment, Hydra overrides):
     composed once per test process for the same arguments, a copy of its own each call."""
-    return json.loads(_composed(experiment, overrides))
+    return copy.deepcopy(_composed(experiment, overrides))
 
 
 # The try-out's composed config, and its image size: part of its cache's name

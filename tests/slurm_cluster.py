@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -15,16 +16,9 @@ PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 PROGRAMS = ("slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "munged", "munge")
 SBIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-# The executor's job step strips SLURM_* (SLURM_CONF too) before its inner srun, so the
-# configuration must sit at the compiled-in default path; the original is put back on exit.
-SLURM_CONF = Path("/etc/slurm/slurm.conf")
-GRES_CONF = Path("/etc/slurm/gres.conf")
-BACKUP_SUFFIX = ".mptbench-backup"
 MARKER = "# Written by mptbench's tests/slurm_cluster.py"
 CLUSTER = "mptbench-test"  # its ClusterName: SLURM sets SLURM_CLUSTER_NAME in each job
-
-MUNGE_DIR = Path("/run/munge")
-MUNGE_PID = MUNGE_DIR / "munged.pid"
+DAEMONS = ("slurmctld", "slurmd", "munged")
 
 
 class Unavailable(Exception):
@@ -103,14 +97,6 @@ def _stop_by_pid_file(pid_file: Path, name: str, timeout: float = 20) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
-def _conf_value(text: str, key: str) -> str | None:
-    for line in text.splitlines():
-        k, sep, value = line.partition("=")
-        if sep and k.strip().lower() == key.lower():
-            return value.split()[0] if value.split() else None
-    return None
-
-
 def node_hardware() -> dict[str, str]:
     """What slurmd sees on this machine (`slurmd -C`): CPUs, sockets, cores, RealMemory."""
     done = _run([_which("slurmd") or "slurmd", "-C"])
@@ -140,13 +126,41 @@ def end_strays() -> list[int]:
     return killed
 
 
-class SlurmCluster:
-    """slurmctld, slurmd and (when none answers) munged on this host; a context manager.
+def end_leftovers() -> list[int]:
+    """Stop the daemons of a test cluster whose run was killed before it could stop them (their
+    command line names a slurm.conf or munge key of ours); their pids."""
+    import psutil
 
-    Entering installs the packages when missing (raising Unavailable where it cannot),
-    writes /etc/slurm/slurm.conf (the original kept beside it and put back on exit), starts
-    the daemons and waits until the node is idle. Exiting cancels the cluster's jobs and stops
-    only the daemons it started, by their pid files.
+    ended = []
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        if proc.info["name"] not in DAEMONS:
+            continue
+        for arg in proc.info["cmdline"] or ():
+            conf = Path(arg.partition("=")[2] or arg)
+            try:
+                ours = conf.is_file() and conf.read_text(errors="replace").startswith(MARKER)
+            except OSError:
+                ours = False
+            if ours:
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+                    ended.append(proc.pid)
+                break
+    return ended
+
+
+class SlurmCluster:
+    """munged, slurmctld and slurmd on this host, every file of theirs in `workdir`; a context
+    manager.
+
+    Entering installs the packages when missing (raising Unavailable where it cannot), writes
+    workdir/slurm.conf (and gres.conf beside it: SLURM reads it from slurm.conf's folder),
+    starts a munged of its own on a socket and key in workdir, then the daemons on ports of their
+    own, and waits until the node is idle. Nothing outside workdir is written, so a SLURM or
+    munge installed on the machine is left as it is. Clients find the cluster through `env`:
+    SLURM_CONF, and a PATH whose `srun` sets it again (the executor's job step drops every
+    SLURM_* variable, SLURM_CONF too, before its inner srun). Exiting cancels the cluster's jobs
+    and stops the daemons it started, by their pid files.
     """
 
     def __init__(
@@ -162,14 +176,13 @@ class SlurmCluster:
         # GPU types are.
         self.feature = "mptbench_kind_a"
         self.hardware: dict[str, str] = {}
-        self.ctld_pid = self.workdir / "slurmctld.pid"
-        self.slurmd_pid = self.workdir / "slurmd.pid"
+        self.conf = self.workdir / "slurm.conf"
+        self.munge_dir = self.workdir / "munge"
+        self.munge_socket = self.munge_dir / "munge.socket"
+        self.bin = self.workdir / "bin"
+        self.pids = {name: self.workdir / f"{name}.pid" for name in DAEMONS}
         self.ctld_log = self.workdir / "slurmctld.log"
         self.slurmd_log = self.workdir / "slurmd.log"
-        self._started_munged = False
-        self._conf_written = False
-        self._gres_moved = False
-        self._gres_written = False
 
     @property
     def cpus(self) -> int:
@@ -179,13 +192,23 @@ class SlurmCluster:
     def real_memory_mb(self) -> int:
         return int(self.hardware["RealMemory"])
 
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment a client of this cluster runs in: none of an outer allocation's
+        SLURM_*/SBATCH_* variables, SLURM_CONF this cluster's, and `srun` the one that keeps it."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_"))}
+        env["PATH"] = os.pathsep.join([str(self.bin), env.get("PATH", ""), SBIN_PATH])
+        return {**env, "SLURM_CONF": str(self.conf)}
+
+    def client(self, *args: str, timeout: float = 20) -> subprocess.CompletedProcess:
+        """A SLURM command (squeue, sinfo, ...) run against this cluster."""
+        return _run([_which(args[0]) or args[0], *args[1:]], timeout=timeout, env=self.env)
+
     def __enter__(self) -> SlurmCluster:
         install_packages(self.log)
         if os.geteuid() != 0:
-            raise Unavailable("not root, so cannot write /etc/slurm/slurm.conf or start daemons")
-        self._clear_leftovers()
-        if SLURM_CONF.exists() and self._controller_answers():
-            raise Unavailable(f"a SLURM controller configured in {SLURM_CONF} is running here")
+            raise Unavailable("not root, so cannot start slurmd (it runs jobs as their user)")
+        end_leftovers()
         try:
             self._start()
         except BaseException:
@@ -195,20 +218,17 @@ class SlurmCluster:
 
     def __exit__(self, *exc) -> None:
         try:
-            if self._conf_written:
+            if self.conf.exists():
                 self._cancel_jobs()
                 end_strays()
         finally:
-            _stop_by_pid_file(self.slurmd_pid, "slurmd")
-            _stop_by_pid_file(self.ctld_pid, "slurmctld")
-            if self._started_munged:
-                _stop_by_pid_file(MUNGE_PID, "munged")
-            self._restore()
+            for name in DAEMONS:  # munged last: the others authenticate through it
+                _stop_by_pid_file(self.pids[name], name)
 
     def logs(self, lines: int = 40) -> str:
         """The daemons' last log lines, for a failure message."""
         out = []
-        for path in (self.ctld_log, self.slurmd_log):
+        for path in (self.ctld_log, self.slurmd_log, self.munge_dir / "munged.log"):
             text = path.read_text(errors="replace") if path.exists() else "(no log)"
             out.append(f"--- {path.name}\n" + "\n".join(text.splitlines()[-lines:]))
         return "\n".join(out)
@@ -218,7 +238,7 @@ class SlurmCluster:
         state, spool = self.workdir / "state", self.workdir / "spool"
         return "\n".join(
             [
-                f"{MARKER} for a test run; the original is {SLURM_CONF}{BACKUP_SUFFIX} if any.",
+                f"{MARKER} for a test run.",
                 f"ClusterName={CLUSTER}",
                 f"SlurmctldHost={self.node}(127.0.0.1)",
                 # Ports of our own, so a SLURM installed on this machine is left alone.
@@ -227,10 +247,11 @@ class SlurmCluster:
                 "SlurmUser=root",
                 "SlurmdUser=root",
                 "AuthType=auth/munge",
+                f"AuthInfo=socket={self.munge_socket}",
                 f"StateSaveLocation={state}",
                 f"SlurmdSpoolDir={spool}",
-                f"SlurmctldPidFile={self.ctld_pid}",
-                f"SlurmdPidFile={self.slurmd_pid}",
+                f"SlurmctldPidFile={self.pids['slurmctld']}",
+                f"SlurmdPidFile={self.pids['slurmd']}",
                 f"SlurmctldLogFile={self.ctld_log}",
                 f"SlurmdLogFile={self.slurmd_log}",
                 # No cgroups: containers and CI machines may not delegate them.
@@ -265,67 +286,61 @@ class SlurmCluster:
 
     def _start(self) -> None:
         self.hardware = node_hardware()
-        for sub in ("state", "spool"):
+        for sub in ("state", "spool", "bin"):
             (self.workdir / sub).mkdir(parents=True, exist_ok=True)
         self._start_munged()
-        backup = Path(f"{SLURM_CONF}{BACKUP_SUFFIX}")
-        SLURM_CONF.parent.mkdir(parents=True, exist_ok=True)
-        if SLURM_CONF.exists():
-            shutil.copy2(SLURM_CONF, backup)
-        self._conf_written = True
-        SLURM_CONF.write_text(self.slurm_conf())
-        if GRES_CONF.exists():
-            # A site gres.conf would give our node GPUs; the GPU test needs it to have none.
-            GRES_CONF.rename(f"{GRES_CONF}{BACKUP_SUFFIX}")
-            self._gres_moved = True
-        if self.fake_gpu:
-            self._gres_written = True
-            GRES_CONF.write_text(f"{MARKER}\nNodeName={self.node} Name=gpu File=/dev/null\n")
-        self._daemon([_which("slurmctld"), "-c"], "slurmctld")
-        self._daemon([_which("slurmd")], "slurmd")
+        self.conf.write_text(self.slurm_conf())
+        # Written always: without one here, SLURM would read none, never a site's.
+        gres = f"NodeName={self.node} Name=gpu File=/dev/null\n" if self.fake_gpu else ""
+        (self.workdir / "gres.conf").write_text(f"{MARKER}\n{gres}")
+        srun = self.bin / "srun"
+        srun.write_text(f'#!/bin/sh\nSLURM_CONF="{self.conf}" exec {_which("srun")} "$@"\n')
+        srun.chmod(0o755)
+        self._daemon([_which("slurmctld"), "-c", "-f", str(self.conf)], "slurmctld")
+        self._daemon([_which("slurmd"), "-f", str(self.conf)], "slurmd")
         self._wait_idle()
 
     def _daemon(self, args, name) -> None:
         # Daemons keep inherited pipes open: send their start-up output to a file.
         with open(self.workdir / f"{name}.start.log", "w") as out:
-            done = subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, timeout=60)
+            done = subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, timeout=60,
+                                  env=self.env)
         if done.returncode != 0:
             raise RuntimeError(f"{name} did not start (exit {done.returncode})\n{self.logs()}")
 
     def _start_munged(self) -> None:
-        if self._munge_answers():
-            return  # e.g. the package's service, started by apt-get on a systemd machine
-        key = Path("/etc/munge/munge.key")
-        munge_user = {"user": "munge", "group": "munge"}
+        """A munged of the cluster's own: its key, socket, pid, seed and log in workdir/munge.
+        It runs as root (--force), as the daemons and the jobs do."""
+        self.munge_dir.mkdir(mode=0o700, exist_ok=True)
+        key = self.munge_dir / "munge.key"
         if not key.exists():
-            _run([_which("mungekey"), "--create", f"--keyfile={key}"], **munge_user)
-        MUNGE_DIR.mkdir(mode=0o755, exist_ok=True)
-        shutil.chown(MUNGE_DIR, "munge", "munge")
-        # munged refuses to run as root with root-owned files: run it as its own user.
-        done = _run([_which("munged"), "--force", f"--pid-file={MUNGE_PID}"], **munge_user)
+            done = _run([_which("mungekey"), "--create", f"--keyfile={key}"])
+            if done.returncode != 0:
+                raise RuntimeError(f"mungekey failed: {done.stderr.strip()}")
+        done = _run([_which("munged"), "--force", f"--socket={self.munge_socket}",
+                     f"--key-file={key}", f"--pid-file={self.pids['munged']}",
+                     f"--log-file={self.munge_dir / 'munged.log'}",
+                     f"--seed-file={self.munge_dir / 'munged.seed'}"])
         if done.returncode != 0:
             raise RuntimeError(f"munged did not start: {done.stderr.strip()}")
-        self._started_munged = True
         deadline = time.monotonic() + 20
         while not self._munge_answers():
             if time.monotonic() > deadline:
-                raise RuntimeError("munged started but does not answer")
+                raise RuntimeError(f"munged started but does not answer\n{self.logs()}")
             time.sleep(0.2)
 
-    @staticmethod
-    def _munge_answers() -> bool:
+    def _munge_answers(self) -> bool:
         munge, unmunge = _which("munge"), _which("unmunge")
         if not (munge and unmunge):
             return False
-        cred = _run([munge, "-n"], timeout=10)
-        return (
-            cred.returncode == 0 and _run([unmunge], input=cred.stdout, timeout=10).returncode == 0
-        )
+        socket_arg = f"--socket={self.munge_socket}"
+        cred = _run([munge, "-n", socket_arg], timeout=10)
+        return (cred.returncode == 0
+                and _run([unmunge, socket_arg], input=cred.stdout, timeout=10).returncode == 0)
 
-    @staticmethod
-    def _controller_answers() -> bool:
+    def _controller_answers(self) -> bool:
         try:
-            done = _run([_which("scontrol") or "scontrol", "ping"], timeout=20)
+            done = self.client("scontrol", "ping")
         except subprocess.TimeoutExpired:
             return False
         return done.returncode == 0 and " is UP" in done.stdout
@@ -334,50 +349,20 @@ class SlurmCluster:
         deadline = time.monotonic() + timeout
         state = ""
         while time.monotonic() < deadline:
-            done = _run([_which("sinfo"), "-h", "-N", "-n", self.node, "-o", "%t"], timeout=20)
-            state = done.stdout.strip()
+            state = self.client("sinfo", "-h", "-N", "-n", self.node, "-o", "%t").stdout.strip()
             if state == "idle":
                 return
             time.sleep(0.5)
-        reason = _run([_which("sinfo"), "-R"], timeout=20).stdout
+        reason = self.client("sinfo", "-R").stdout
         raise RuntimeError(f"node {self.node} is {state!r}, not idle\n{reason}\n{self.logs()}")
 
     def _cancel_jobs(self) -> None:
         if not self._controller_answers():
             return
-        _run([_which("scancel"), f"--partition={self.partition}"], timeout=30)
+        self.client("scancel", f"--partition={self.partition}", timeout=30)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            queue = _run([_which("squeue"), "-h", "-t", "PD,R,CG", "-o", "%i"], timeout=20)
+            queue = self.client("squeue", "-h", "-t", "PD,R,CG", "-o", "%i")
             if queue.returncode != 0 or not queue.stdout.strip():
                 return
             time.sleep(0.5)
-
-    def _restore(self) -> None:
-        backup = Path(f"{SLURM_CONF}{BACKUP_SUFFIX}")
-        if self._conf_written:
-            if backup.exists():
-                backup.replace(SLURM_CONF)
-            else:
-                SLURM_CONF.unlink(missing_ok=True)
-            self._conf_written = False
-        if self._gres_written:
-            GRES_CONF.unlink(missing_ok=True)
-            self._gres_written = False
-        if self._gres_moved:
-            Path(f"{GRES_CONF}{BACKUP_SUFFIX}").replace(GRES_CONF)
-            self._gres_moved = False
-
-    def _clear_leftovers(self) -> None:
-        """Undo a run that was killed before it could clean up (our marker is in its conf)."""
-        if not (SLURM_CONF.exists() and SLURM_CONF.read_text(errors="replace").startswith(MARKER)):
-            return
-        text = SLURM_CONF.read_text(errors="replace")
-        for key, name in (("SlurmdPidFile", "slurmd"), ("SlurmctldPidFile", "slurmctld")):
-            value = _conf_value(text, key)
-            if value:
-                _stop_by_pid_file(Path(value), name)
-        self._conf_written = True
-        self._gres_written = GRES_CONF.exists() and GRES_CONF.read_text().startswith(MARKER)
-        self._gres_moved = Path(f"{GRES_CONF}{BACKUP_SUFFIX}").exists()
-        self._restore()

@@ -47,13 +47,49 @@ def test_what_a_job_left_running_ends_with_the_cluster_and_nothing_else_does():
             process.wait()
 
 
+# Where a SLURM or munge installed on the machine keeps its configuration and state.
+SYSTEM_FOLDERS = ("/etc/slurm", "/etc/munge", "/run/munge", "/run/slurm", "/var/lib/munge",
+                  "/var/log/munge", "/var/spool/slurmd", "/var/lib/slurm")
+
+
+def _system_files() -> dict[str, tuple[int, int]]:
+    """Every file under SYSTEM_FOLDERS: its size and modification time."""
+    files = {}
+    for folder in SYSTEM_FOLDERS:
+        for path in Path(folder).rglob("*"):
+            with contextlib.suppress(OSError):
+                if path.is_file():
+                    stat = path.stat()
+                    files[str(path)] = (stat.st_size, stat.st_mtime_ns)
+    return files
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    before = _system_files()
     try:
         with SlurmCluster(tmp_path_factory.mktemp("slurm")) as running:
+            running.system_files_before = before
             yield running
     except Unavailable as exc:
         pytest.skip(f"no test SLURM on this machine: {exc}")
+
+
+def test_the_cluster_answers_from_its_own_folder_and_leaves_the_machines_slurm_alone(cluster):
+    """The daemons, munge and every client read the test's slurm.conf; the machine's SLURM and
+    munge folders are as they were before it started."""
+    assert cluster.conf.is_relative_to(cluster.workdir)
+    done = cluster.client("sinfo", "-h", "-o", "%P %t")
+    assert done.stdout.split() == [f"{cluster.partition}*", "idle"], done.stderr
+    # A job's srun, with every SLURM_* variable gone as the executor's job step leaves it.
+    step = subprocess.run(["srun", "-n1", "sh", "-c", "echo $SLURM_CLUSTER_NAME"],
+                          env=cluster.env, capture_output=True, text=True, timeout=60)
+    assert step.stdout.strip() == CLUSTER, step.stderr
+    bare = {k: v for k, v in cluster.env.items() if k != "SLURM_CONF"}
+    again = subprocess.run(["srun", "-n1", "true"], env=bare, capture_output=True, text=True,
+                           timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert _system_files() == cluster.system_files_before
 
 
 @pytest.fixture(scope="module")
@@ -93,9 +129,7 @@ def _site_values(cluster) -> list[str]:
 
 def _slurm_command(cluster, *config) -> tuple[list[str], dict]:
     """The arguments after `snakemake`, and the environment to run it in."""
-    # A SLURM job's variables (an outer allocation) or a custom SLURM_CONF would leak in.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_"))}
-    return ["--profile", "profiles/slurm", *_site_values(cluster), "--config", *config], env
+    return ["--profile", "profiles/slurm", *_site_values(cluster), "--config", *config], cluster.env
 
 
 def _snakemake_slurm(cwd, cluster, *config, timeout):

@@ -23,7 +23,7 @@ HERE = WORK / "fits"
 
 
 def _targets(name: str, args) -> list[str]:
-    """The fits and parity files of the experiment (layout.FITS and layout.PARITY)."""
+    """The fits and parity files of the experiment (layout.OUTPUTS)."""
     results = f"results/{name}"
     cell = f"{machine_id()}/seed_convnet/tensorflow/pypi/cpu"
     fits = [f"{results}/fits/{cell}/{policy}.json" for policy in args.policies]

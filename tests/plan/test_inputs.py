@@ -75,10 +75,11 @@ def test_the_report_waits_for_every_record_fits_search_and_parity_run():
         for policy in POLICIES
         for batch in (4, 8)
     ]
-    assert inputs.fits(cfg, cells) == [
+    reported = inputs.reported(cfg, cells)
+    assert reported["fits"] == [
         f"results/smoke/fits/{CELL}/{policy}.json" for policy in sorted(POLICIES)
     ]
-    assert inputs.parity(cfg, cells) == [
+    assert reported["parity"] == [
         f"results/smoke/parity/{CELL}/bs4.json",
         f"results/smoke/parity/{CELL}/bs8.json",
     ]
@@ -95,9 +96,10 @@ def test_the_report_waits_for_every_record_fits_search_and_parity_run():
 )
 def test_no_parity_run_without_steps_or_a_baseline_to_compare_with(overrides):
     cfg, cells = smoke(*overrides)
-    assert inputs.parity(cfg, cells) == []
+    assert inputs.reported(cfg, cells)["parity"] == []
 
 
 def test_no_fits_search_in_the_report_when_it_is_off():
     cfg, cells = smoke("sweep.fit_search=false")
-    assert inputs.fits(cfg, cells) == []
+    reported = inputs.reported(cfg, cells)
+    assert reported["fits"] == [] and reported["parity"]

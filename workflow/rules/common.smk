@@ -6,8 +6,16 @@ import sys
 from functools import partial
 from pathlib import Path
 
+# This checkout's mptbench first, here and in every job's process: Snakemake appends its own
+# search paths after site-packages, where an installed mptbench (editable or not, of another
+# checkout) would win. The launcher puts it on the engine's path too (a variant's environment
+# has no mptbench installed).
 SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
+if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != str(SRC):
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p
+    )
 
 from mptbench.core.cells import BACKENDS
 from mptbench.core.hardware import PATTERN as MACHINE_PATTERN
@@ -85,12 +93,11 @@ ARCHIVE = layout.archive_path(DATASET)
 PREPARED = layout.prepared(DATASET)
 TRACKING = layout.TRACKING.format(experiment=EXPERIMENT)
 REPORT_DIR = layout.REPORT_DIR.format(experiment=EXPERIMENT)
-# What the report is made of: every cell's record, calibration, fits search, parity run.
+# What the report is made of: every cell's record and calibration, and the outputs of the job
+# kinds it reads (core/contract/kinds.py REPORTED: the fits searches, the parity runs).
 RECORDS = inputs.records(CFG, CELLS)
 CALIBRATIONS = calibrate.calibrations(CFG, CELLS)
-FITS = inputs.fits(CFG, CELLS)
-PARITY = inputs.parity(CFG, CELLS)
-PARITY_SETTINGS = params.parity_settings(CFG)
+REPORTED = inputs.reported(CFG, CELLS)
 # Other machines' results in this report (report.include): their files are the aggregate's
 # inputs too, so a folder copied in again redoes the report.
 try:

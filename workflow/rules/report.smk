@@ -7,8 +7,7 @@ rule aggregate:
         records=RECORDS,
         calibrations=CALIBRATIONS,
         tracking=TRACKING,
-        fits=FITS,
-        parity=PARITY,
+        **REPORTED,
         included=INCLUDED,
     output:
         summary=report(

@@ -51,9 +51,9 @@ rule probe:
         env=layout.VARIANT_ENV,
         model=model_info_of,
     output:
-        layout.PROBE,
+        layout.OUTPUTS["probe"],
     log:
-        layout.PROBE_LOG,
+        layout.OUTPUT_LOGS["probe"],
     conda:
         "../../envs/mptbench.yaml"
     threads: TIMING.threads
@@ -103,9 +103,9 @@ rule fits:
         env=layout.VARIANT_ENV,
         probe=probe_of_cell,
     output:
-        layout.FITS,
+        layout.OUTPUTS["fits"],
     log:
-        layout.FITS_LOG,
+        layout.OUTPUT_LOGS["fits"],
     conda:
         "../../envs/mptbench.yaml"
     threads: TIMING.threads
@@ -126,9 +126,9 @@ rule parity:
         env=layout.VARIANT_ENV,
         probes=probes_of_group,
     output:
-        layout.PARITY,
+        layout.OUTPUTS["parity"],
     log:
-        layout.PARITY_LOG,
+        layout.OUTPUT_LOGS["parity"],
     conda:
         "../../envs/mptbench.yaml"
     threads: TIMING.threads
@@ -136,7 +136,7 @@ rule parity:
         **TIMING.resources(),
     params:
         runs=group_runs,
-        settings=PARITY_SETTINGS,
+        settings=params.parity_settings(CFG),
     script:
         "../scripts/parity.py"
 

@@ -1,15 +1,9 @@
-"""What every rule's script does around its work: this checkout's mptbench on the path,
-output to the rule's log, and a failure a user must fix as one `error:` line (the log's last),
-then exit 1. Scripts import this module before mptbench."""
+"""What every rule's script does around its work: output to the rule's log, and a failure a
+user must fix as one `error:` line (the log's last), then exit 1. This checkout's mptbench is
+first on the path from the Snakefile's PYTHONPATH (workflow/rules/common.smk)."""
 
 import os
 import sys
-from pathlib import Path
-
-# First on the path: Snakemake appends its own search paths (this src/ among them) after
-# site-packages, where an installed mptbench (editable or not) would otherwise win.
-SRC = str(Path(__file__).resolve().parents[2] / "src")
-sys.path.insert(0, SRC)
 
 
 def run(snakemake, work, errors: tuple[type[BaseException], ...] = ()) -> None:

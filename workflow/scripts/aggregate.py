@@ -4,6 +4,7 @@ machines keep theirs where they were logged), and the sweep's run the report."""
 
 from _job import run
 
+from mptbench.core.contract import REPORTED
 from mptbench.core.files import read_json
 from mptbench.jobs.tracking import publish_report
 from mptbench.report.aggregate import cell_results, write_report
@@ -15,7 +16,7 @@ def work():
     report_dir, inputs = snakemake.params.report_dir, snakemake.input
     summary = write_report(
         list(inputs.records), report_dir, list(inputs.calibrations),
-        snakemake.params.ui_url or None, list(inputs.fits), list(inputs.parity),
+        snakemake.params.ui_url or None, {name: list(getattr(inputs, name)) for name in REPORTED},
         list(snakemake.params.include),
     )
     ours = {read_json(p).get("mlflow_run_id") for p in inputs.records}

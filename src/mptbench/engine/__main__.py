@@ -11,51 +11,20 @@ knows what to record if it dies.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 import sys
 
-from mptbench.core.contract import (
-    CalibrateJob,
-    DescribeJob,
-    EngineJob,
-    EnvironmentJob,
-    FitJob,
-    ParityJob,
-    ProbeJob,
-    RepeatJob,
-    decode_job,
-    encode,
-)
+from mptbench.core.contract import EngineJob, decode_job, encode, kind_of
 from mptbench.core.files import read_json, write_json
 from mptbench.engine.backends import GpuMissing, start
-from mptbench.engine.calibrate import measure
-from mptbench.engine.environment import environment_facts
-from mptbench.engine.fits import fit_try, jax_memory_fraction
-from mptbench.engine.model_info import describe
 from mptbench.engine.networks import ModelError
-from mptbench.engine.parity import parity
-from mptbench.engine.probe import probe_cell
-from mptbench.engine.repeat import run_repeat
 
 
 def run(job: EngineJob):
-    """The job's result."""
-    if isinstance(job, RepeatJob):
-        return run_repeat(start(job.runs[0].backend.name), job, read_json(job.prepared))
-    if isinstance(job, ProbeJob):
-        return probe_cell(start(job.run.backend.name), job, read_json(job.prepared))
-    if isinstance(job, FitJob):
-        jax_memory_fraction(job)
-        return fit_try(start(job.run.backend.name), job, read_json(job.prepared))
-    if isinstance(job, ParityJob):
-        return parity(start(job.runs[0].backend.name), job, read_json(job.prepared))
-    if isinstance(job, CalibrateJob):
-        return measure(start(job.backend), job)
-    if isinstance(job, DescribeJob):
-        return describe(job)
-    if isinstance(job, EnvironmentJob):
-        return environment_facts(start(job.backend), job.gpu)
-    raise TypeError(f"not an engine job: {type(job).__name__}")
+    """The job's result: its kind's engine module's `run` (core/contract/kinds.py)."""
+    module = importlib.import_module(f"mptbench.engine.{kind_of(job).feature}")
+    return module.run(job, start)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -69,3 +69,8 @@ def measure(session: Session, job: CalibrateJob) -> Calibration:
                          job.model_convs, job.model_batch, job.dtypes or DTYPES, turn)
     return Calibration(device=job.device, variant=job.variant, backend=session.name,
                        fingerprint=facts, **measured)
+
+
+def run(job: CalibrateJob, start) -> Calibration:
+    """Do a calibration (the engine's entry point: `start` starts its backend)."""
+    return measure(start(job.backend), job)

@@ -11,7 +11,7 @@ import tempfile
 from typing import Any
 
 from mptbench.core import frameworks
-from mptbench.core.contract import EnvironmentFacts
+from mptbench.core.contract import EnvironmentFacts, EnvironmentJob
 
 GUARD = re.compile(r"To enable the following instructions: ([A-Z0-9_ ,]+?), in other operations")
 
@@ -89,3 +89,8 @@ def environment_facts(session, gpu: str | None = None) -> EnvironmentFacts:
         return EnvironmentFacts(keras=session.keras.__version__)
     return EnvironmentFacts(tensorflow=session.framework.__version__,
                             keras=session.keras.__version__, **session.facts)
+
+
+def run(job: EnvironmentJob, start) -> EnvironmentFacts:
+    """Do an environment check (the engine's entry point: `start` starts its backend)."""
+    return environment_facts(start(job.backend), job.gpu)

@@ -17,6 +17,7 @@ import time
 
 from mptbench.core.contract import FitJob, FitResult
 from mptbench.core.devices import Device, gpu_facts
+from mptbench.core.files import read_json
 from mptbench.core.frameworks import framework
 from mptbench.core.hardware import own_peak_mb
 from mptbench.core.outcomes import Outcome
@@ -73,3 +74,9 @@ def fit_try(session: Session, job: FitJob, prepared: dict) -> FitResult:
     print(f"batch {batch}: ok, peak {peak:.0f} MB ({source}), steps "
           + ", ".join(f"{s:.3f}" for s in steps) + " s", flush=True)
     return FitResult(batch, Outcome.OK, None, peak, source, steps, facts)
+
+
+def run(job: FitJob, start) -> FitResult:
+    """Do a fit try (the engine's entry point: `start` starts its backend)."""
+    jax_memory_fraction(job)  # before JAX starts
+    return fit_try(start(job.run.backend.name), job, read_json(job.prepared))

@@ -12,6 +12,7 @@ import math
 from dataclasses import replace
 
 from mptbench.core.contract import ParityJob, ParityResult, ParityRun, Run
+from mptbench.core.files import read_json
 from mptbench.engine import feed
 from mptbench.engine.backends import Session
 from mptbench.engine.fingerprint import on_device
@@ -81,3 +82,8 @@ def parity(session: Session, job: ParityJob, prepared: dict) -> ParityResult:
         for run, seed in zip(job.runs, job.seeds, strict=True)
     ]
     return ParityResult(first.cell.batch_size, runs, facts)
+
+
+def run(job: ParityJob, start) -> ParityResult:
+    """Do a parity run (the engine's entry point: `start` starts its backend)."""
+    return parity(start(job.runs[0].backend.name), job, read_json(job.prepared))

@@ -7,6 +7,7 @@ import statistics
 import time
 
 from mptbench.core.contract import ProbeJob, ProbePoint, ProbeResult
+from mptbench.core.files import read_json
 from mptbench.engine.backends import Session
 from mptbench.engine.feed import random_batch
 from mptbench.engine.fingerprint import on_device
@@ -58,3 +59,8 @@ def probe_cell(session: Session, job: ProbeJob, prepared: dict) -> ProbeResult:
     steps = ", ".join(f"{p.step_s:.3f} s at batch {p.batch_size}" for p in found.points)
     print(f"probe: {steps}", flush=True)
     return found
+
+
+def run(job: ProbeJob, start) -> ProbeResult:
+    """Do a probe (the engine's entry point: `start` starts its backend)."""
+    return probe_cell(start(job.run.backend.name), job, read_json(job.prepared))

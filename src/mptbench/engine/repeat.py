@@ -26,6 +26,7 @@ from typing import Any
 
 from mptbench.core import hardware, stats
 from mptbench.core.contract import ArmResult, Profiled, RepeatJob, RepeatResult, Run
+from mptbench.core.files import read_json
 from mptbench.core.outcomes import Outcome
 from mptbench.data.synthetic import is_synthetic
 from mptbench.engine import feed, timing
@@ -412,3 +413,8 @@ def run_repeat(session: Session, job: RepeatJob, prepared: dict) -> RepeatResult
     order = [r.policy.name for r in job.runs]
     return RepeatResult(process=process,
                         arms=sorted((a.result for a in arms), key=lambda r: order.index(r.policy)))
+
+
+def run(job: RepeatJob, start) -> RepeatResult:
+    """Do a repeat (the engine's entry point: `start` starts its backend)."""
+    return run_repeat(start(job.runs[0].backend.name), job, read_json(job.prepared))

@@ -25,12 +25,8 @@ from typing import Any
 from mptbench.core import isa
 from mptbench.core.contract import (
     ENGINE,
-    CalibrateJob,
     EngineJob,
     FitJob,
-    ParityJob,
-    ProbeJob,
-    RepeatJob,
     Run,
     decode,
     encode,
@@ -148,13 +144,7 @@ class Output:
 def timed_device(job: EngineJob) -> str | None:
     """The device a job times steps or kernels on, or trains on at full load (a fit try, a
     parity run: they would slow a timing job beside them); None for one that does neither."""
-    if isinstance(job, RepeatJob | ParityJob):
-        return str(job.runs[0].cell.device)
-    if isinstance(job, ProbeJob | FitJob):
-        return str(job.run.cell.device)
-    if isinstance(job, CalibrateJob):
-        return str(job.device)
-    return None
+    return job.timed_device()
 
 
 def _kernel_limited(job: EngineJob) -> bool:

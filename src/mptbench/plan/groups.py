@@ -61,5 +61,6 @@ def fit_run(cfg: dict[str, Any], cells: list[Cell], wildcards: Wildcards) -> Any
     batch_size = min(cfg["sweep"]["batch_sizes"])
     cell = Cell(**{k: wildcards[k] for k in PROBE_AXES}, batch_size=batch_size)
     if cell not in cells:
-        raise ConfigError(f"{layout.FITS.format(**wildcards)}: not a cell of {cfg['name']}")
+        path = layout.OUTPUTS["fits"].format(**wildcards)
+        raise ConfigError(f"{path}: not a cell of {cfg['name']}")
     return encode(run_config(cfg, cell))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from mptbench.core.cells import PROBE_AXES, Cell
+from mptbench.core.contract import REPORTED
 from mptbench.data.download import is_remote
 from mptbench.plan import layout, params
 from mptbench.plan.params import Wildcards
@@ -37,22 +38,23 @@ def group_probes(cfg: dict[str, Any], wildcards: Wildcards) -> list[str]:
     step-time limit is set (train.max_step_seconds)."""
     if not cfg["train"]["max_step_seconds"]:
         return []
-    return _per_policy(layout.PROBE, cfg, wildcards)
+    return _per_policy(layout.OUTPUTS["probe"], cfg, wildcards)
 
 
 def group_fits(cfg: dict[str, Any], wildcards: Wildcards) -> list[str]:
     """The searches whose tries give a group's cells their peak memory (none when
     sweep.fit_search is off)."""
-    if not cfg["sweep"]["fit_search"]:
+    if not REPORTED["fits"].wanted(cfg):
         return []
-    return _per_policy(layout.FITS, cfg, wildcards)
+    return _per_policy(layout.OUTPUTS["fits"], cfg, wildcards)
 
 
 def cell_probe(cfg: dict[str, Any], wildcards: Wildcards) -> list[str]:
     """The probe a fits search predicts its steps from (none without a step-time limit)."""
     if not cfg["train"]["max_step_seconds"]:
         return []
-    return [layout.PROBE.format(**{k: wildcards[k] for k in ("experiment", *PROBE_AXES)})]
+    axes = {k: wildcards[k] for k in ("experiment", *PROBE_AXES)}
+    return [layout.OUTPUTS["probe"].format(**axes)]
 
 
 def built_wheels(cfg: dict[str, Any], wildcards: Wildcards) -> str | list[str]:
@@ -75,20 +77,12 @@ def records(cfg: dict[str, Any], cells: list[Cell]) -> list[str]:
     return [layout.RUN_RECORD.format(**cell.wildcards(cfg["name"])) for cell in cells]
 
 
-def fits(cfg: dict[str, Any], cells: list[Cell]) -> list[str]:
-    """The report's fits searches: one per policy of each group (none when sweep.fit_search
-    is off)."""
-    if not cfg["sweep"]["fit_search"]:
-        return []
-    return sorted({layout.FITS.format(**c.wildcards(cfg["name"])) for c in cells})
-
-
-def parity(cfg: dict[str, Any], cells: list[Cell]) -> list[str]:
-    """The report's parity comparisons: one per comparison group, when train.parity_steps is
-    set and a baseline policy has another policy to be compared with."""
-    policies = cfg["policy"].values()
-    # A policy's yaml may leave `baseline` out (it is not the baseline): only one says it.
-    has_baseline = any(policy.get("baseline") for policy in policies)
-    if not (cfg["train"]["parity_steps"] and has_baseline and len(policies) > 1):
-        return []
-    return sorted({layout.PARITY.format(**c.wildcards(cfg["name"])) for c in cells})
+def reported(cfg: dict[str, Any], cells: list[Cell]) -> dict[str, list[str]]:
+    """What the report reads beside the run records, by job kind (core/contract/kinds.py
+    REPORTED): each kind's outputs for the grid's cells, none where the plan does not ask for
+    them (the fits search off, no parity steps or nothing to compare)."""
+    return {
+        name: sorted({layout.OUTPUTS[name].format(**c.wildcards(cfg["name"])) for c in cells})
+        if kind.wanted(cfg) else []
+        for name, kind in REPORTED.items()
+    }

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from mptbench.core.cells import AXES, GROUP_AXES, PROBE_AXES, Cell
+from mptbench.core.contract.kinds import KINDS, PER_COMPARISON, PER_PROBE_CELL
 
 # What a copy of the workflow needs to run, beside the results and resources it makes (the
 # tests' and benchmarks' fresh checkouts copy these).
@@ -32,14 +33,18 @@ HOST = "results/host/{machine}/{backend}/{variant}/{device}.json"
 # The raw op-level profiles of a cell, one folder per repeat (TensorBoard/XProf:
 # logdir/plugins/profile/...).
 PROFILE = RESULTS + "/profiles/" + COMPARISON + "/{policy}"
-PROBE = RESULTS + "/probes/" + PROBE_CELL + ".json"
-PROBE_LOG = RESULTS + "/logs/probe/" + PROBE_CELL + ".log"
-# What fits: per model, backend, variant, device and policy, the search for the largest batch
-# (its tries, each with its peak memory); does it still learn: per comparison group.
-FITS = RESULTS + "/fits/" + PROBE_CELL + ".json"
-FITS_LOG = RESULTS + "/logs/fits/" + PROBE_CELL + ".log"
-PARITY = RESULTS + "/parity/" + COMPARISON + ".json"
-PARITY_LOG = RESULTS + "/logs/parity/" + COMPARISON + ".log"
+# Each job kind's rule outputs, where its declaration gives them a folder (core/contract/
+# kinds.py), by its one name: a probe's, a fits search's (its tries, each with its peak memory)
+# per model, backend, variant, device and policy; a parity run's per comparison group.
+KEYS = {PER_PROBE_CELL: PROBE_CELL, PER_COMPARISON: COMPARISON}
+OUTPUTS = {
+    k.feature: f"{RESULTS}/{k.folder}/{KEYS[k.keyed_by]}.json" for k in KINDS.values() if k.folder
+}
+OUTPUT_LOGS = {
+    k.feature: f"{RESULTS}/logs/{k.feature}/{KEYS[k.keyed_by]}.log"
+    for k in KINDS.values()
+    if k.folder
+}
 # What a model is (it builds; its parameters and FLOPs), once per model configuration and
 # dataset (image size, classes): shared by every experiment that trains the same model on it.
 MODEL_INFO = "results/models/{model}/{key}.json"

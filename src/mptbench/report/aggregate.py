@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from mptbench.core.cells import key_of
+from mptbench.core.contract import REPORTED
 from mptbench.core.files import write_bytes
 from mptbench.core.record import REPORT_METRICS, REPORT_TAGS
 from mptbench.plan.layout import (
@@ -55,15 +56,16 @@ def render(
     records: list[dict],
     calibrations: list,
     ui_url: str | None,
-    fits: list[dict] = (),
-    parity: list[dict] = (),
+    outputs: dict[str, list[dict]] | None = None,
 ) -> tuple:
-    """Every file of the report, in memory: (summary, {path relative to the report: bytes})."""
+    """Every file of the report, in memory: (summary, {path relative to the report: bytes});
+    `outputs`: the reported job kinds' (core/contract/kinds.py REPORTED), by kind."""
+    fits, parity = (list((outputs or {}).get(name, ())) for name in ("fits", "parity"))
     summary = summarise(records, load_calibrations(list(calibrations)))
-    summary = parity_columns(summary, list(parity))
+    summary = parity_columns(summary, parity)
     table = breakdown_table(records)
     published = load_published()
-    extra = sections.Extra(fits_sections(list(fits), published), learning_sections(list(parity)))
+    extra = sections.Extra(fits_sections(fits, published), learning_sections(parity))
     files = render_plots(summary, published, _short_name, table)
     for key, _ in groups(summary):
         mine = [p for p in parity if key_of(p) == key]
@@ -83,13 +85,12 @@ def write_report(
     report_dir: str | Path,
     calibrations: list[str | Path] = (),
     ui_url: str | None = None,
-    fits: list[str | Path] = (),
-    parity: list[str | Path] = (),
+    outputs: dict[str, list[str | Path]] | None = None,
     include: list[str] = (),
 ) -> pd.DataFrame:
-    """Read the run records (and the fits and parity rules' outputs), and what `include`
-    adds (other machines' results folders, MLflow stores: report/merge.py); write the report
-    into report_dir; return the summary.
+    """Read the run records (and `outputs`: the reported job kinds' output files, by kind: the
+    fits searches, the parity runs), and what `include` adds (other machines' results folders,
+    MLflow stores: report/merge.py); write the report into report_dir; return the summary.
 
     Everything is rendered in memory first, so a bad record leaves no output behind.
     """
@@ -99,11 +100,13 @@ def write_report(
     records = merge.merged(own, others.records)
     if not records:
         raise ReportError("no run records given")
-    summary, files = render(
-        records, [*others.calibrations, *calibrations], ui_url,
-        merge.merged_outputs(load_outputs(list(fits), "fits search"), others.fits),
-        merge.merged_outputs(load_outputs(list(parity), "parity comparison"), others.parity),
-    )
+    found = {
+        name: merge.merged_outputs(
+            load_outputs(list((outputs or {}).get(name, ())), kind.reported), others.outputs[name]
+        )
+        for name, kind in REPORTED.items()
+    }
+    summary, files = render(records, [*others.calibrations, *calibrations], ui_url, found)
     try:
         for name, data in files.items():
             write_bytes(Path(report_dir) / name, data)
@@ -126,12 +129,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calibration", nargs="*", default=[], help="calibrate rule outputs")
     parser.add_argument("--report-dir", required=True, help="where summary.csv, index.html, ... go")
     parser.add_argument("--ui-url", default=None, help="the MLflow UI, for links to each run")
-    parser.add_argument("--fits", nargs="*", default=[], help="fits rule outputs")
-    parser.add_argument("--parity", nargs="*", default=[], help="parity rule outputs")
+    for name in REPORTED:
+        parser.add_argument(f"--{name}", nargs="*", default=[], help=f"{name} rule outputs")
     args = parser.parse_args(argv)
+    outputs = {name: getattr(args, name) for name in REPORTED}
     try:
         write_report(args.records or args.runs, args.report_dir, args.calibration, args.ui_url,
-                     args.fits, args.parity, args.include or [])
+                     outputs, args.include or [])
     except ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mptbench.core.cells import AXES, key_of
+from mptbench.core.contract import REPORTED
 from mptbench.core.links import RECORD_ARTIFACT, SWEEP_TAG
 from mptbench.report.records import ReportError, check_record, load_outputs, load_records
 
@@ -24,19 +25,21 @@ MLFLOW = "mlflow:"  # an include that names an MLflow store: mlflow:URI[#EXPERIM
 
 @dataclass
 class Included:
-    """What other sources add: run records (each with where it came from), calibrations,
-    the fits searches and parity comparisons."""
+    """What other sources add: run records (each with where it came from), calibrations, and
+    the outputs of the job kinds the report reads (REPORTED: fits searches, parity runs), by
+    kind."""
 
     records: list[dict[str, Any]] = field(default_factory=list)
     calibrations: list[Path] = field(default_factory=list)
-    fits: list[dict[str, Any]] = field(default_factory=list)
-    parity: list[dict[str, Any]] = field(default_factory=list)
+    outputs: dict[str, list[dict[str, Any]]] = field(
+        default_factory=lambda: {name: [] for name in REPORTED}
+    )
 
 
 def folder_files(folder: str | Path) -> dict[str, list[Path]]:
-    """A results/<experiment> folder's files the report reads: its run records, fits and
-    parity outputs, and the calibrations beside it (results/calibration: the newest of each
-    machine, backend, variant and device)."""
+    """A results/<experiment> folder's files the report reads: its run records, the outputs of
+    the job kinds it reads (by kind), and the calibrations beside it (results/calibration: the
+    newest of each machine, backend, variant and device)."""
     root = Path(folder)
     if not (root / "runs").is_dir():
         raise ReportError(
@@ -49,8 +52,7 @@ def folder_files(folder: str | Path) -> dict[str, list[Path]]:
             newest[path.parent] = path
     return {
         "records": sorted((root / "runs").rglob("*.json")),
-        "fits": sorted((root / "fits").rglob("*.json")),
-        "parity": sorted((root / "parity").rglob("*.json")),
+        **{name: sorted((root / kind.folder).rglob("*.json")) for name, kind in REPORTED.items()},
         "calibrations": sorted(newest.values()),
     }
 
@@ -117,8 +119,8 @@ def load(include: list[str], experiment: str | None) -> Included:
                 r | {"_source": str(p)}
                 for r, p in zip(load_records(files["records"]), files["records"], strict=True)
             ]
-        out.fits += load_outputs(files["fits"], "fits search")
-        out.parity += load_outputs(files["parity"], "parity comparison")
+        for name, kind in REPORTED.items():
+            out.outputs[name] += load_outputs(files[name], kind.reported)
         out.calibrations += files["calibrations"]
     for store in stores:
         if experiment is None:
@@ -148,7 +150,8 @@ def merged(own: list[dict[str, Any]], others: list[dict[str, Any]]) -> list[dict
 
 
 def merged_outputs(own: list[dict], others: list[dict]) -> list[dict]:
-    """Fits or parity outputs, each group's once (own first)."""
+    """A reported job kind's outputs (fits searches, parity runs), each group's once (own
+    first)."""
     seen, out = set(), []
     for found in [*own, *others]:
         key = (*key_of(found), found.get("policy"), found.get("batch_size"))

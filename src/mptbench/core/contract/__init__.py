@@ -6,16 +6,15 @@ one JSON codec for all of them (codec.py). Callers import it from here:
 from mptbench.core.contract.codec import ContractError, decode, decode_job, encode
 from mptbench.core.contract.jobs import (
     ENGINE,
-    JOB_KINDS,
     CalibrateJob,
     DescribeJob,
-    EngineJob,
     EnvironmentJob,
     FitJob,
     ParityJob,
     ProbeJob,
     RepeatJob,
 )
+from mptbench.core.contract.kinds import JOB_KINDS, KINDS, REPORTED, EngineJob, JobKind, kind_of
 from mptbench.core.contract.results import (
     ArmResult,
     Calibration,
@@ -43,10 +42,11 @@ from mptbench.core.contract.run import (
 )
 
 __all__ = [
-    "ENGINE", "JOB_KINDS", "ArmResult", "BackendConfig", "Calibrate", "CalibrateJob", "Calibration",
-    "ContractError", "ConvLayer", "DatasetConfig", "DescribeJob", "DeviceConfig", "EngineJob",
-    "EnvironmentFacts", "EnvironmentJob", "FitJob", "FitResult", "InputConfig", "ModelConfig",
-    "ModelInfo", "ParityJob", "ParityResult", "ParityRun", "ProbeJob", "ProbePoint",
-    "ProbeResult", "Profiled", "RepeatJob", "RepeatResult", "Run", "TrainConfig",
-    "VariantConfig", "decode", "decode_job", "encode",
+    "ENGINE", "JOB_KINDS", "KINDS", "REPORTED", "ArmResult", "BackendConfig", "Calibrate",
+    "CalibrateJob", "Calibration", "ContractError", "ConvLayer", "DatasetConfig", "DescribeJob",
+    "DeviceConfig", "EngineJob", "EnvironmentFacts", "EnvironmentJob", "FitJob", "FitResult",
+    "InputConfig", "JobKind", "ModelConfig", "ModelInfo", "ParityJob", "ParityResult",
+    "ParityRun", "ProbeJob", "ProbePoint", "ProbeResult", "Profiled", "RepeatJob",
+    "RepeatResult", "Run", "TrainConfig", "VariantConfig", "decode", "decode_job", "encode",
+    "kind_of",
 ]

@@ -10,7 +10,7 @@ import typing
 from dataclasses import fields, is_dataclass
 from typing import Any
 
-from mptbench.core.contract.jobs import JOB_KINDS, EngineJob
+from mptbench.core.contract.kinds import JOB_KINDS, EngineJob
 
 
 class ContractError(ValueError):

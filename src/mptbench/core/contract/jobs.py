@@ -38,6 +38,10 @@ class RepeatJob:
     # a timing epoch of train.epoch_seconds (engine/timing.py epoch_length).
     predicted_s: dict[str, float] = field(default_factory=dict)
 
+    def timed_device(self) -> str | None:
+        """The device it times or trains on at full load: one such job a device at a time."""
+        return str(self.runs[0].cell.device)
+
 
 @dataclass(frozen=True)
 class ProbeJob:
@@ -47,6 +51,10 @@ class ProbeJob:
     out: str
     run: Run
     prepared: str
+
+    def timed_device(self) -> str | None:
+        """The device it times or trains on at full load: one such job a device at a time."""
+        return str(self.run.cell.device)
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,10 @@ class CalibrateJob:
     dtypes: tuple[str, ...] = ()
     progress: str | None = None
 
+    def timed_device(self) -> str | None:
+        """The device it times or trains on at full load: one such job a device at a time."""
+        return str(self.device)
+
 
 @dataclass(frozen=True)
 class DescribeJob:
@@ -81,6 +93,10 @@ class DescribeJob:
     image_size: int
     num_classes: int
 
+    def timed_device(self) -> str | None:
+        """None: it times nothing and loads no device at full load."""
+        return None
+
 
 @dataclass(frozen=True)
 class EnvironmentJob:
@@ -91,6 +107,10 @@ class EnvironmentJob:
     out: str
     backend: str = DEFAULT.name
     gpu: str | None = None
+
+    def timed_device(self) -> str | None:
+        """None: it times nothing and loads no device at full load."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -107,6 +127,10 @@ class FitJob:
     steps: int
     memory_limit_mb: int | None = None
 
+    def timed_device(self) -> str | None:
+        """The device it times or trains on at full load: one such job a device at a time."""
+        return str(self.run.cell.device)
+
 
 @dataclass(frozen=True)
 class ParityJob:
@@ -121,18 +145,7 @@ class ParityJob:
     prepared: str
     steps: int
 
-
-EngineJob = RepeatJob | ProbeJob | CalibrateJob | DescribeJob | EnvironmentJob | FitJob | ParityJob
-JOB_KINDS: dict[str, type] = {
-    cls.KIND: cls
-    for cls in (
-        RepeatJob,
-        ProbeJob,
-        CalibrateJob,
-        DescribeJob,
-        EnvironmentJob,
-        FitJob,
-        ParityJob,
-    )
-}
+    def timed_device(self) -> str | None:
+        """The device it times or trains on at full load: one such job a device at a time."""
+        return str(self.runs[0].cell.device)
 

@@ -35,16 +35,15 @@ def test_a_faster_policy_reads_use_with_its_factor_and_the_whole_run_before_and_
         "seed_convnet on gpu0: Use mixed_bfloat16 at batch 256: 2.32× float32's best "
         "(1.32–4.09); 20 epochs with validation: 14 min → 6.2 min."
     )
-    assert found.details == (
-        "mixed_bfloat16 at batch 256: 826 images/s; float32's best, at batch 128: 356 images/s.",
-        "The interval is widened for the best of 4 against float32's best of 4 and the two "
-        "comparisons, timed in different processes.",
-        "At float32's best, batch 128, mixed_bfloat16 runs 2.12× as fast (2.05–2.18), paired "
-        "in the same processes.",
-        "mixed_bfloat16 at batch 256: fit not checked; parity not checked.",
-        "20 epochs of imagenette2-320 with validation after each (the 2020 experiment's run): "
-        "float32 at batch 128 14 min (14–15), mixed_bfloat16 at batch 256 6.2 min (5.9–6.5).",
-    )
+    # One detail each: the throughputs, the widening, the paired figure, fit and parity, the
+    # whole run per policy; each with its figures.
+    throughput, widened, paired, checks, whole = found.details
+    assert "826 images/s" in throughput and "batch 128: 356 images/s" in throughput
+    assert "best of 4" in widened and "different processes" in widened
+    assert "2.12×" in paired and "(2.05–2.18)" in paired and "same processes" in paired
+    assert "fit not checked" in checks and "parity not checked" in checks
+    assert "float32 at batch 128 14 min (14–15)" in whole
+    assert "mixed_bfloat16 at batch 256 6.2 min (5.9–6.5)" in whole
 
 
 def test_a_speedup_only_the_paired_comparison_tells_leads_with_that_comparison():
@@ -53,11 +52,9 @@ def test_a_speedup_only_the_paired_comparison_tells_leads_with_that_comparison()
         "seed_convnet on gpu0: Use mixed_bfloat16 at batch 256: 1.73× float32 at batch 32, "
         "paired (1.54–1.95); 20 epochs with validation: 4.7 h → 2.6 h."
     )
-    assert found.details[1] == (
-        "mixed_bfloat16 at batch 256 against float32's best, at batch 32: 1.83× (0.26–12.86), "
-        "timed in different processes, widened for the best of 4 against float32's best of 4 "
-        "and the two comparisons."
-    )
+    unpaired = found.details[1]  # the unpaired figure, said beside the paired lead
+    assert "against float32's best, at batch 32: 1.83× (0.26–12.86)" in unpaired
+    assert "different processes" in unpaired and "best of 4" in unpaired
     metrics, tags = answer_metrics_and_tags(summary_of(noisy_grid(GRID_SPEEDUP)))
     key = "m1.seed_convnet.gpu0"
     assert tags[f"answer.{key}"] == found.lead  # the MLflow sweep run's tag: the lead
@@ -89,13 +86,11 @@ def test_an_interval_on_one_degree_of_freedom_says_too_few_processes_to_tell():
 
 def test_the_cells_left_out_and_a_slowed_host_are_said_in_sentences_of_their_own():
     found = _answer(grid(b256={"fits_at_batch": False, "fits_search_mb": 4096}))
-    assert found.details[-1] == (
-        "Faster but left out: mixed_bfloat16 at batch 256 (does not fit under the 4096 MB "
-        "limit)."
-    )
+    left_out = found.details[-1]
+    assert left_out.startswith("Faster but left out: mixed_bfloat16 at batch 256")
+    assert "does not fit under the 4096 MB limit" in left_out
     slowed = _answer([c | {"host_slowdown_most": 1.8, "host_widening": 0.5} for c in grid()])
-    assert slowed.details[-1] == ("The host ran up to 1.8× slower than its own while these were "
-                                  "timed; their intervals are widened for it.")
+    assert "1.8× slower" in slowed.details[-1] and "widened" in slowed.details[-1]
     quiet = _answer([c | {"host_slowdown_most": 1.04, "host_widening": 0.0} for c in grid()])
     assert "host" not in " ".join((quiet.lead, *quiet.details))
 
@@ -107,8 +102,9 @@ def test_an_experiment_that_trains_several_epochs_is_timed_at_its_own():
                   "fullrun_s_ci_low": None} for c in grid()]
     found = _answer(cells)
     assert found.lead.endswith("; 60 epochs: 36 min → 16 min.")
-    assert found.details[-1] == ("60 epochs of imagenette2-320 (train.epochs): float32 at "
-                                 "batch 128 36 min, mixed_bfloat16 at batch 256 16 min.")
+    whole = found.details[-1]
+    assert whole.startswith("60 epochs") and "(train.epochs)" in whole
+    assert "float32 at batch 128 36 min" in whole and "mixed_bfloat16 at batch 256 16 min" in whole
 
 
 def test_without_a_whole_run_the_time_is_not_guessed_and_says_why():

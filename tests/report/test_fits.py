@@ -19,21 +19,15 @@ def _search(policy, largest, failed, baseline=False, limit="device.gpu.fits_sear
 def test_a_policy_that_fits_a_larger_batch_says_so_with_the_limit():
     base = _search("float32", 256, 280, baseline=True)
     said = sentence(_search("mixed_float16", 512, 560), base)
-    assert said == (
-        "mixed_float16 fits batch 512 where float32 fits 256 "
-        "(under device.gpu.fits_search_mb=4096)."
-    )
+    assert "batch 512 where float32 fits 256" in said and "fits_search_mb=4096" in said
     assert "fits only batch 128 where float32 fits 256" in sentence(
         _search("mixed_bfloat16", 128, 140), base
     )
     both = sentence(_search("mixed_float16", 512, None), _search("float32", 512, None, True))
     assert "both fit every batch tried, up to 512" in both and "did not decide" in both
     stopped = _search("mixed_float16", 64, None) | {"stopped_by": "batch 128 not tried: slow"}
-    assert sentence(stopped, _search("float32", 512, None, True)) == (
-        "mixed_float16 fit every batch it tried, up to 64 (under "
-        "device.gpu.fits_search_mb=4096); the search stopped there (batch 128 not tried: "
-        "slow), so how large a batch fits is not known."
-    )
+    said = sentence(stopped, _search("float32", 512, None, True))
+    assert "up to 64" in said and "batch 128 not tried: slow" in said and "not known" in said
 
 
 def test_the_section_has_peaks_with_their_ratio_and_the_published_card():
@@ -47,10 +41,8 @@ def test_the_section_has_peaks_with_their_ratio_and_the_published_card():
     peaks = {row[0]["text"]: row for row in group["peaks"]["rows"]}
     assert peaks[256][2]["text"] == "2560" and peaks[256][2]["small"] == "1.00× float32"
     assert peaks[280][1]["text"] == "oom"
-    assert found["published"] == (
-        "Published (2020), Quadro M2200 (4 GB): mixed_float16 fit batch 256 where float32 "
-        "fit 128 (larger batches: OOM)."
-    )
+    published = found["published"]
+    assert "Quadro M2200" in published and "batch 256 where float32 fit 128" in published
 
 
 def test_a_cpu_peak_names_its_source_and_what_its_cgroup_counted():

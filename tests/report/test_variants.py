@@ -36,12 +36,13 @@ def test_each_generation_s_speedup_is_listed_in_order_and_the_deciding_step_name
     assert found["title"] == "seed_convnet on cpu of m1 · tensorflow"
     assert [row[0]["text"] for row in found["table"]["rows"]] == list(GENERATIONS)
     [sentence] = found["sentences"]
-    assert sentence == (
-        f"mixed_bfloat16 against float32 at its fastest batch: unsupported ({REFUSED}) at AVX2; "
-        "0.28× (0.27–0.29) at AVX512_CORE; 0.85× (0.81–0.89) at AVX512_CORE_BF16; "
-        "2.90× (2.76–3.04) at no cap (avx10_1_512_amx). It first runs at AVX512_CORE. "
-        "The generation that decides is no cap (avx10_1_512_amx): from 0.85× (0.81–0.89) at "
-        "AVX512_CORE_BF16 to 2.90× (2.76–3.04).")
+    # Each generation's figure in order, where it first runs, and the step that decides.
+    listed, first, decides = sentence.split(". ", 2)
+    shown = [f"unsupported ({REFUSED}) at AVX2", "0.28× (0.27–0.29) at AVX512_CORE",
+             "0.85× (0.81–0.89) at AVX512_CORE_BF16", "2.90× (2.76–3.04) at no cap"]
+    assert [listed.index(x) for x in shown] == sorted(listed.index(x) for x in shown)
+    assert first.endswith("AVX512_CORE")
+    assert "no cap" in decides and "from 0.85×" in decides and "to 2.90×" in decides
     assert section["warnings"] == []
 
 
@@ -49,9 +50,9 @@ def test_a_cap_that_did_not_take_is_flagged_and_not_read_as_its_generation():
     summary = summary_of(cells({"isa_avx512_core": "avx10_1_512_amx"}))
     summary["kernel_above_cap"] = summary["variant"] == "isa_avx512_core"
     section = variants_section(summary)
-    assert section["warnings"] == [
-        "variant isa_avx512_core: a kernel built for avx10_1_512_amx ran, above its cap "
-        "AVX512_CORE: its cells are not what its name says"]
+    [warning] = section["warnings"]
+    assert warning.startswith("variant isa_avx512_core:")
+    assert "avx10_1_512_amx" in warning and "above its cap AVX512_CORE" in warning
     [found] = section["generations"]
     flagged = [row[2] for row in found["table"]["rows"] if row[2]["css"] == "fail"]
     assert [c["text"] for c in flagged] == ["avx10_1_512_amx"]

@@ -16,24 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Union
 
-from mptbench.core.contract.jobs import (
-    CalibrateJob,
-    DescribeJob,
-    EnvironmentJob,
-    FitJob,
-    ParityJob,
-    ProbeJob,
-    RepeatJob,
-)
-from mptbench.core.contract.results import (
-    Calibration,
-    EnvironmentFacts,
-    FitResult,
-    ModelInfo,
-    ParityResult,
-    ProbeResult,
-    RepeatResult,
-)
+from mptbench.core.contract import jobs as j
+from mptbench.core.contract import results as r
 
 # What one output of a kind stands for: the wildcards of its path (plan/layout.py KEYS).
 PER_PROBE_CELL, PER_COMPARISON = "probe_cell", "comparison"
@@ -77,14 +61,14 @@ class JobKind:
 KINDS: dict[str, JobKind] = {
     kind.name: kind
     for kind in (
-        JobKind(RepeatJob, RepeatResult, "repeat"),
-        JobKind(ProbeJob, ProbeResult, "probe", folder="probes", keyed_by=PER_PROBE_CELL),
-        JobKind(CalibrateJob, Calibration, "calibrate"),
-        JobKind(DescribeJob, ModelInfo, "model_info"),
-        JobKind(EnvironmentJob, EnvironmentFacts, "environment"),
-        JobKind(FitJob, FitResult, "fits", folder="fits", keyed_by=PER_PROBE_CELL,
+        JobKind(j.RepeatJob, r.RepeatResult, "repeat"),
+        JobKind(j.ProbeJob, r.ProbeResult, "probe", folder="probes", keyed_by=PER_PROBE_CELL),
+        JobKind(j.CalibrateJob, r.Calibration, "calibrate"),
+        JobKind(j.DescribeJob, r.ModelInfo, "model_info"),
+        JobKind(j.EnvironmentJob, r.EnvironmentFacts, "environment"),
+        JobKind(j.FitJob, r.FitResult, "fits", folder="fits", keyed_by=PER_PROBE_CELL,
                 reported="fits search", wanted=_fit_search),
-        JobKind(ParityJob, ParityResult, "parity", folder="parity", keyed_by=PER_COMPARISON,
+        JobKind(j.ParityJob, r.ParityResult, "parity", folder="parity", keyed_by=PER_COMPARISON,
                 reported="parity comparison", wanted=_compared),
     )
 }

@@ -26,7 +26,7 @@ from workflow_helpers import (
     snakemake,
 )
 
-from mptbench.core.opclasses import CLASSES
+from mptbench.core.opclasses import CLASSES, OP_CLASSES
 from mptbench.jobs.profiles import closure
 
 pytestmark = [pytest.mark.slow, pytest.mark.workflow]
@@ -148,6 +148,18 @@ def test_smoke_cells_are_profiled_in_every_repeat_and_their_classes_close(smoke)
         else:  # both mixed policies cast; only float16 scales its loss
             assert classes["cast"] > 0
             assert (classes["loss_scaling"] > 0) == (key[1] == "mixed_float16")
+    # The same ops by layer (layers.csv): every profiled cell, its convolutions in its Conv2D
+    # layers, each mixed cell beside float32's same layer, and they add up to its op classes
+    # (2 profiles: the median of each row is their mean, as the classes' is).
+    layers = pd.read_csv(report / "layers.csv")
+    for key, rows in layers.groupby(["model", "policy", "batch_size"]):
+        by_class = cells.get_group(key).set_index("op_class")["ms_per_step"]
+        ops = by_class[[c for c in OP_CLASSES if c != "background_input"]].sum()
+        assert rows["ms_per_step"].sum() == pytest.approx(ops, rel=0.01), key
+        convs = rows[rows["layer_type"] == "Conv2D"]
+        assert {"conv_forward", "conv_backward_filter"} <= set(convs["op_class"]), key
+        assert rows["baseline_ms_per_step"].notna().all(), key
+    assert len(layers.groupby(["model", "policy", "batch_size"])) == SMOKE_CELLS
     profiles = list((smoke / "results/smoke/profiles").rglob("*.xplane.pb"))
     assert len(list(cells)) == SMOKE_CELLS
     assert len(profiles) == 2 * len(summary)  # the raw profiles, for TensorBoard/XProf
@@ -232,7 +244,8 @@ def test_snakemakes_report_holds_the_results_by_device(smoke):
     import zipfile
 
     names = zipfile.ZipFile(smoke / "results/smoke/report.zip").namelist()
-    for name in ("summary.csv", "breakdown.csv", "index.html", "published_ms_per_step.png",
+    for name in ("summary.csv", "breakdown.csv", "layers.csv", "index.html",
+                 "published_ms_per_step.png",
                  "speedup.png", "tflops.png", "table.csv", "diagnosis.html"):
         assert any(n.endswith(name) for n in names), name
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from mptbench.core.opclasses import CLASSES, OP_CLASSES, STEP_CLASSES, op_class
+from mptbench.core.opclasses import CLASSES, OP_CLASSES, STEP_CLASSES, layer_of, op_class
 
 SCOPES = {"model_scope": "seed_convnet", "optimizer_scope": "adam"}
 TAPE = "StatefulPartitionedCall/gradient_tape/seed_convnet_1"
@@ -58,3 +58,34 @@ def test_every_class_has_a_name_and_only_the_ops_classes_are_classed_from_ops():
     assert {c for c, _ in CLASSES} == {*OP_CLASSES, "framework", "idle", "unattributed"}
     # Background input overlaps the step: every class but it adds up to the step.
     assert set(STEP_CLASSES) == {c for c, _ in CLASSES} - {"background_input"}
+
+
+LAYERS = {"conv2d": "Conv2D", "conv2d_1": "Conv2D", "conv2d_14": "Conv2D",
+          "block_1_depthwise": "DepthwiseConv2D"}
+
+
+@pytest.mark.parametrize(
+    ("op_name", "model_scope", "expected"),
+    [
+        # Forward and backward under the model's scope, both suffixed as Keras re-enters them.
+        ("StatefulPartitionedCall/seed_convnet_1/conv2d_14_1/convolution", "seed_convnet",
+         "conv2d_14"),
+        ("StatefulPartitionedCall/gradient_tape/seed_convnet_1/conv2d_14_1/convolution/"
+         "Conv2DBackpropInput", "seed_convnet", "conv2d_14"),
+        # conv2d_1 entered again is conv2d_1_1; conv2d entered again is conv2d_1.
+        ("seed_convnet_1/conv2d_1_1/Relu", "seed_convnet", "conv2d_1"),
+        ("seed_convnet_1/conv2d_1/Relu", "seed_convnet", "conv2d"),
+        ("seed_convnet/conv2d_1/Relu", "seed_convnet", "conv2d_1"),
+        # A model name with dots (keras.applications'), a depthwise layer.
+        ("StatefulPartitionedCall/mobilenetv2_1.00_96_1/block_1_depthwise_1/depthwise",
+         "mobilenetv2_1.00_96", "block_1_depthwise"),
+        # Outside every layer: the optimizer, the loss, an op right under the model's scope.
+        ("StatefulPartitionedCall/cond/then/_61/cond/adam_4/Mul_35", "seed_convnet", None),
+        ("StatefulPartitionedCall/compile_loss/sparse_categorical_crossentropy/Cast",
+         "seed_convnet", None),
+        ("StatefulPartitionedCall/seed_convnet_1/Cast", "seed_convnet", None),
+    ],
+)
+def test_an_op_is_placed_in_the_layer_whose_scope_it_ran_in(op_name, model_scope, expected):
+    assert layer_of(op_name, model_scope, LAYERS) == expected
+    assert layer_of(op_name, None, LAYERS) is None and layer_of(op_name, model_scope, {}) is None

@@ -7,7 +7,7 @@ import pytest
 
 from mptbench.core import stats
 from mptbench.core.contract import ArmResult, ModelInfo
-from mptbench.jobs.combine import combine, model_figures
+from mptbench.jobs.combine import combine, median_layers, model_figures
 
 
 def _repeat(i, steps, outcome="ok", twin=None, reason=None):
@@ -140,3 +140,17 @@ def test_timed_steps_count_steps_and_timed_samples_the_blocks_they_were_timed_in
     record = {}
     combine(record, repeats, batch_size=8)
     assert record["timed_samples"] == 36 and record["timed_steps"] == 360
+
+
+def test_each_layers_row_is_its_median_over_the_profiles_a_missing_one_counting_zero():
+    def row(layer, cls, ms):
+        return {"layer": layer, "layer_type": "Conv2D", "op_class": cls, "ms": ms, "ops": 1.0,
+                "op_types": ["Conv2D"]}
+
+    found = median_layers([
+        [row("conv2d", "conv_forward", 10.0), row("conv2d", "cast", 1.0)],
+        [row("conv2d", "conv_forward", 14.0)],
+        [row("conv2d", "conv_forward", 12.0), row("conv2d", "cast", 3.0)],
+    ])
+    assert [(r["op_class"], r["ms"], r["ms_min"], r["ms_max"]) for r in found] == [
+        ("conv_forward", 12.0, 10.0, 14.0), ("cast", 1.0, 0.0, 3.0)]

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from workflow_helpers import composed
 
-from mptbench.core.opclasses import CLASSES, STEP_CLASSES
+from mptbench.core.opclasses import CLASSES, OUTSIDE, STEP_CLASSES
 from mptbench.core.policies import Policy
 from mptbench.engine.models import build_model
+from mptbench.engine.repeat import layer_types
 from mptbench.jobs.profiles import EXECUTOR_LINES, breakdown, closure, xplane_of
 from mptbench.plan import model_config
 
@@ -44,15 +45,15 @@ def _profiled(tmp_path, policy_name: str, side: int = 32, batch: int = 8, steps:
     scopes = {"model_scope": model.name, "optimizer_scope": model.optimizer.name}
     if policy_name == "mixed_float16":
         scopes["optimizer_scope"] = model.optimizer.inner_optimizer.name
-    return xplane_of(tmp_path), statistics.fmean(times), scopes
+    return xplane_of(tmp_path), statistics.fmean(times), scopes, layer_types(model)
 
 
 def test_float32_has_no_casts_and_mixed_float16_has_casts_and_loss_scaling(tmp_path):
     result = {}
     for policy in ("float32", "mixed_float16"):
-        xplane, step_ms, scopes = _profiled(tmp_path / policy, policy)
+        xplane, step_ms, scopes, layers = _profiled(tmp_path / policy, policy)
         assert xplane is not None and xplane.name.endswith(".xplane.pb")
-        result[policy] = breakdown(xplane, 3, step_ms, scopes)
+        result[policy] = breakdown(xplane, 3, step_ms, scopes, layers)
     f32, f16 = result["float32"]["classes_ms"], result["mixed_float16"]["classes_ms"]
     assert set(f32) == {c for c, _ in CLASSES}  # on a CPU the timeline gives every class
     assert f32["cast"] == 0 and f16["cast"] > 0
@@ -72,6 +73,17 @@ def test_float32_has_no_casts_and_mixed_float16_has_casts_and_loss_scaling(tmp_p
         per_thread - f32["unattributed"] / found["threads"]
     )
     assert found["top_ops"][0]["ms_per_step"] > 0 and found["ops_ms_per_step"] > 0
+    # The same ops by layer: every one in a row, so they close as the classes do.
+    for policy, found in result.items():
+        rows = found["layers"]
+        assert sum(r["ms"] for r in rows) == pytest.approx(found["ops_ms_per_step"]), policy
+        by_type = {}
+        for r in rows:
+            by_type.setdefault(r["layer_type"], set()).add(r["op_class"])
+        assert {"conv_forward", "conv_backward_input", "conv_backward_filter"} <= by_type["Conv2D"]
+        assert "optimizer" in by_type[OUTSIDE] and "optimizer" not in by_type["Conv2D"]
+    casts = {r["layer_type"] for r in result["mixed_float16"]["layers"] if r["op_class"] == "cast"}
+    assert "Conv2D" in casts  # the policy's casts sit in the layers that compute in float16
 
 
 def _doctored(xplane: Path, folder: Path) -> Path:
@@ -103,7 +115,7 @@ def test_the_classes_close_on_a_long_step_and_a_doctored_profile_fails(tmp_path)
     """Op self times (xprof's analysis) plus framework and idle (the timeline) against the
     step clock's profiled step, over the executor threads: within 15% for a step of 50 ms or
     more; with its ops counted twice, far outside."""
-    xplane, step_ms, scopes = _profiled(tmp_path / "long", "float32", side=64, batch=32)
+    xplane, step_ms, scopes, _ = _profiled(tmp_path / "long", "float32", side=64, batch=32)
     assert step_ms >= 50, f"the step was {step_ms:.1f} ms: too short for this check"
     found = breakdown(xplane, 3, step_ms, scopes)
     assert found["closure"] == pytest.approx(1, abs=0.15)

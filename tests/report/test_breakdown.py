@@ -5,7 +5,7 @@ import pytest
 from records import record, summary_row
 
 from mptbench.core.opclasses import CLASSES, STEP_CLASSES
-from mptbench.report.breakdown import breakdown_table, explain
+from mptbench.report.breakdown import breakdown_table, explain, layers_table
 from mptbench.report.sections import closure_text, comparison_table
 
 CELL = {"experiment": "e", "machine": "box", "model": "m", "batch_size": 8}
@@ -103,3 +103,35 @@ def test_a_profile_without_a_timeline_shows_no_framework_idle_or_closure():
     assert "unattributed" not in names and not any(n.startswith("idle") for n in names)
     assert "of which in the train function" not in names and "profiled step" in names
     assert closure_text(explained) is None
+
+
+def _layers(rows: list[tuple[str, str, str, float]]) -> list[dict]:
+    """Layer rows (layer, its type, op class, ms a step) as jobs/profiles.py writes them."""
+    return [{"layer": layer, "layer_type": kind, "op_class": cls, "ms": ms, "ms_min": ms,
+             "ms_max": ms, "ops": 2.0, "op_types": ["Conv2D"]} for layer, kind, cls, ms in rows]
+
+
+def test_layers_csv_puts_each_layer_beside_the_baselines_and_adds_up_to_the_classes():
+    records = [_record("float32", 20.0, 11.0, 13.0, 0.96), _record("mixed_float16", 8.0, 9.0,
+                                                                    10.0, 1.02)]
+    records[0]["breakdown"]["layers"] = _layers([
+        ("conv2d", "Conv2D", "conv_forward", 12.0), ("conv2d_1", "Conv2D", "conv_forward", 8.0),
+        ("depthwise", "DepthwiseConv2D", "conv_backward_input", 3.0)])
+    records[1]["breakdown"]["layers"] = _layers([
+        ("conv2d", "Conv2D", "conv_forward", 5.0), ("conv2d_1", "Conv2D", "conv_forward", 3.0),
+        ("conv2d", "Conv2D", "cast", 0.5)])
+    table = layers_table(records)
+    mixed = table[table["policy"] == "mixed_float16"].set_index(["layer", "op_class"])
+    assert mixed.loc[("conv2d", "conv_forward"), "baseline_ms_per_step"] == 12.0
+    # A layer and class the baseline did not run (a cast) stands against 0 there.
+    assert mixed.loc[("conv2d", "cast"), "baseline_ms_per_step"] == 0.0
+    assert mixed.loc[("conv2d", "cast"), "name"] == "casts"
+    # By layer type, the cell's rows add up to its convolutions in breakdown.csv.
+    by_type = mixed.groupby("layer_type")["ms_per_step"].sum()
+    assert by_type["Conv2D"] == pytest.approx(8.5)
+    base = table[table["policy"] == "float32"]
+    assert base[base["op_class"] == "conv_forward"]["ms_per_step"].sum() == 20.0
+    assert set(base["layer_type"]) == {"Conv2D", "DepthwiseConv2D"}
+    # A cell without a profile by layer has no rows.
+    del records[1]["breakdown"]["layers"]
+    assert set(layers_table(records)["policy"]) == {"float32"}

@@ -1,13 +1,13 @@
-# Report: every run record -> summary.csv, breakdown.csv, index.html and, per variant and
-# device, its table, plots and diagnosis; all of it in Snakemake's own report too.
+# Report: every run record -> summary.csv, breakdown.csv, layers.csv, index.html and, per
+# variant and device, its table, plots and diagnosis; all of it in Snakemake's own report too.
 
 
 rule aggregate:
     input:
+        **REPORTED,
         records=RECORDS,
         calibrations=CALIBRATIONS,
         tracking=TRACKING,
-        **REPORTED,
         included=INCLUDED,
     output:
         summary=report(
@@ -21,6 +21,12 @@ rule aggregate:
             caption="../report/breakdown.rst",
             category="Summary",
             labels={"file": "breakdown.csv"},
+        ),
+        layers=report(
+            f"{REPORT_DIR}/{layout.LAYERS_CSV}",
+            caption="../report/layers.rst",
+            category="Summary",
+            labels={"file": "layers.csv"},
         ),
         html=report(
             f"{REPORT_DIR}/{layout.INDEX_HTML}",

@@ -100,3 +100,30 @@ def op_class(
     if re.search(r"batch_normalization|batchnorm", name):
         return "batch_norm"
     return "elementwise" if _ELEMENTWISE.fullmatch(op_type) else "other"
+
+
+# Where an op ran outside every layer of the model (the optimizer, the loss, the input, the
+# loss scale's checks): its row in the layers' breakdown.
+OUTSIDE = "(outside the layers)"
+
+
+def layer_of(op_name: str, model_scope: str | None, layers: dict[str, str]) -> str | None:
+    """The model's layer an op ran in (forward, or its gradient under gradient_tape/): the
+    name scope right under the model's, matched to the model's layer names (`layers`: name ->
+    type). Keras suffixes a scope entered again (seed_convnet_1/conv2d_14_1/...): the
+    model scope's suffix is taken off the layer's first. None outside every layer."""
+    if not model_scope or not layers:
+        return None
+    own = re.compile(rf"{re.escape(model_scope)}(_\d+)?")
+    parts = op_name.split("/")
+    for i, part in enumerate(parts[:-1]):
+        found = own.fullmatch(part)
+        if found is None:
+            continue
+        scope, suffix = parts[i + 1], found.group(1) or ""
+        for name in (scope.removesuffix(suffix) if suffix else scope, scope,
+                     re.sub(r"_\d+$", "", scope)):
+            if name in layers:
+                return name
+        return None
+    return None

@@ -418,8 +418,8 @@ STRUCTURAL = {
     "the report pairs with the baseline's for the speedup; the field repeats counts them",
     "epochs": "the first timed repeat's loss and accuracy per epoch (MLflow's per-epoch "
     "metrics); final_val_accuracy is its last validation accuracy",
-    "breakdown": "the op-level breakdown per class and per profile (breakdown.csv, the "
-    "report's breakdown tables); three fields read it by path",
+    "breakdown": "the op-level breakdown per class, per layer and class, and per profile "
+    "(breakdown.csv, layers.csv, the report's breakdown tables); three fields read it by path",
     "warmup_steps": "train.warmup_steps as the cell ran them, beside its timing (config has "
     "it too), the same for every cell of a run",
     "builder_file": "the builder's source file on the machine that ran it, a path that means "

@@ -339,7 +339,18 @@ def _profile(session: Session, model, run: Run, prepared: dict, path: str, steps
     model.fit(train_ds, epochs=1, steps_per_epoch=(1 + steps) * block,
               callbacks=[Profiler(), timer], verbose=0, shuffle=False)
     scopes = {"model_scope": model.name, "optimizer_scope": _optimizer_scope(model)}
-    return Profiled(dir=path, steps=steps * block, step_s=timer.clock.step_seconds, scopes=scopes)
+    return Profiled(dir=path, steps=steps * block, step_s=timer.clock.step_seconds, scopes=scopes,
+                    layers=layer_types(model))
+
+
+def layer_types(model) -> dict[str, str]:
+    """Every layer of the model, nested models' too: its name and its class (Conv2D, ...)."""
+    found, todo = {}, list(getattr(model, "layers", []))
+    while todo:
+        layer = todo.pop(0)
+        found[layer.name] = type(layer).__name__
+        todo += list(getattr(layer, "layers", []))
+    return found
 
 
 def _profiled(session: Session, arm: Arm, prepared: dict, path: str) -> None:

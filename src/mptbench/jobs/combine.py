@@ -225,7 +225,7 @@ def attach_breakdown(record: dict[str, Any], repeats: list[ArmResult]) -> None:
         if xplane is None:
             raise RuntimeError(f"the profiler wrote no *.xplane.pb under {profile.dir}")
         found = breakdown(xplane, profile.steps, 1000 * statistics.fmean(profile.step_s),
-                          profile.scopes)
+                          profile.scopes, profile.layers)
         each.append(found | {"xplane": str(xplane)})
     classes = {c: [b["classes_ms"][c] for b in each if c in b["classes_ms"]]
                for c in each[0]["classes_ms"]}
@@ -242,6 +242,22 @@ def attach_breakdown(record: dict[str, Any], repeats: list[ArmResult]) -> None:
         "profiles": len(each),
         "profile_steps": sum(b["profile_steps"] for b in each),
         "top_ops": each[0]["top_ops"],
-        "repeats": [{k: v for k, v in b.items() if k != "top_ops"} for b in each],
+        "layers": median_layers([b.get("layers") or [] for b in each]),
+        "repeats": [{k: v for k, v in b.items() if k not in ("top_ops", "layers")} for b in each],
         "dir": str(Path(profiled[0].dir).parent),
     }
+
+
+def median_layers(profiles: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each layer and class's row over the profiled repeats: its median ms a step (a profile
+    where it did not run counts 0), min and max, and the ops a step and op types of the
+    first profile that had it; largest first."""
+    rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for found in profiles:
+        for row in found:
+            rows.setdefault((row["layer"], row["op_class"]), []).append(row)
+    out = []
+    for got in rows.values():
+        ms = [r["ms"] for r in got] + [0.0] * (len(profiles) - len(got))
+        out.append(got[0] | {"ms": statistics.median(ms), "ms_min": min(ms), "ms_max": max(ms)})
+    return sorted(out, key=lambda r: -r["ms"])

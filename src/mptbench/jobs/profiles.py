@@ -39,7 +39,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mptbench.core.opclasses import OP_CLASSES, STEP_CLASSES, op_class
+from mptbench.core.opclasses import OP_CLASSES, OUTSIDE, STEP_CLASSES, layer_of, op_class
 
 # The Python thread's event for one call of Keras' compiled train function: one step, or one
 # block of steps on GPUs.
@@ -69,20 +69,49 @@ def op_stats(xplane: str | Path) -> list[dict[str, Any]]:
     ]
 
 
-def classify(rows: list[dict], scopes: dict[str, str | None]) -> dict[str, float]:
-    """Microseconds of self time per op class, from the device's rows where there are any."""
+def _counted(rows: list[dict], scopes: dict[str, str | None]):
+    """(row, its class) of every op row that counts: not the idle rows (the timeline's per
+    thread is read instead), and on a GPU, where the device's lines time the math, the host's
+    only for the input pipeline."""
     on_device = any(r["host_or_device"] == "Device" for r in rows)
-    totals = dict.fromkeys(OP_CLASSES, 0.0)
     for row in rows:
         if row["type"] == "IDLE":
-            continue  # idle thread time, over every thread: the timeline's per thread is read
+            continue
         cls = op_class(row["type"], row["operation"] or "", **scopes)
-        # On a GPU the device's lines time the math; the host's only the input pipeline.
         on_host_only = cls in ("input", "background_input")
         if on_device and row["host_or_device"] != "Device" and not on_host_only:
             continue
+        yield row, cls
+
+
+def classify(rows: list[dict], scopes: dict[str, str | None]) -> dict[str, float]:
+    """Microseconds of self time per op class, from the device's rows where there are any."""
+    totals = dict.fromkeys(OP_CLASSES, 0.0)
+    for row, cls in _counted(rows, scopes):
         totals[cls] += float(row["total_self_time"] or 0)
     return totals
+
+
+def layer_rows(rows: list[dict], steps: int, scopes: dict[str, str | None],
+               layers: dict[str, str]) -> list[dict[str, Any]]:
+    """Per layer of the model and op class, what its ops took a profiled step (self time,
+    summed over the step's threads, as the classes are), how many of them ran a step and of
+    which op types; the ops outside every layer (the optimizer, the loss, the input) under
+    OUTSIDE. What overlaps the step (background input) is in no row, so the rows add up to
+    the classes of the step."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for row, cls in _counted(rows, scopes):
+        if cls == "background_input":
+            continue
+        layer = layer_of(row["operation"] or "", scopes.get("model_scope"), layers) or OUTSIDE
+        entry = found.setdefault((layer, cls), {
+            "layer": layer, "layer_type": layers.get(layer, OUTSIDE), "op_class": cls,
+            "ms": 0.0, "ops": 0.0, "op_types": set()})
+        entry["ms"] += float(row["total_self_time"] or 0) / 1000 / steps
+        entry["ops"] += float(row["occurrences"] or 0) / steps
+        entry["op_types"].add(row["type"])
+    return [entry | {"op_types": sorted(entry["op_types"])}
+            for _, entry in sorted(found.items(), key=lambda kv: -kv[1]["ms"])]
 
 
 def _union(intervals: list[tuple[int, int]]) -> int:
@@ -147,11 +176,14 @@ def closure(classes: dict[str, float], threads: int, profiled_ms: float) -> dict
     }
 
 
-def breakdown(xplane: str | Path, steps: int, profiled_ms: float, scopes: dict) -> dict[str, Any]:
-    """ms per profiled step per class, as measured, and how they close on the profiled step.
+def breakdown(xplane: str | Path, steps: int, profiled_ms: float, scopes: dict,
+              layers: dict[str, str] | None = None) -> dict[str, Any]:
+    """ms per profiled step per class, as measured, and how they close on the profiled step;
+    and the same ops by the model's layer (`layers`: its layers, name -> type).
 
     `steps`: the steps profiled; `profiled_ms`: their mean, by the step clock."""
-    ops = {cls: us / 1000 / steps for cls, us in classify(op_stats(xplane), scopes).items()}
+    rows = op_stats(xplane)
+    ops = {cls: us / 1000 / steps for cls, us in classify(rows, scopes).items()}
     classes = dict(ops)  # framework, idle and unattributed only where the timeline tells
     found = timeline(xplane)
     out: dict[str, Any] = {"profiled_ms_per_step": profiled_ms, "profile_steps": steps}
@@ -167,13 +199,14 @@ def breakdown(xplane: str | Path, steps: int, profiled_ms: float, scopes: dict) 
         "classes_ms": classes,
         "ops_ms_per_step": ops_ms,
         "concurrency": ops_ms / profiled_ms if profiled_ms else None,
-        "top_ops": _top_ops(xplane, steps, scopes),
+        "top_ops": _top_ops(rows, steps, scopes),
+        "layers": layer_rows(rows, steps, scopes, layers or {}),
     }
     return out
 
 
-def _top_ops(xplane, steps: int, scopes: dict, count: int = 15) -> list[dict]:
-    rows = [r for r in op_stats(xplane) if r["type"] != "IDLE"]
+def _top_ops(rows: list[dict], steps: int, scopes: dict, count: int = 15) -> list[dict]:
+    rows = [r for r in rows if r["type"] != "IDLE"]
     rows.sort(key=lambda r: -(r["total_self_time"] or 0))
     return [
         {

@@ -56,6 +56,7 @@ REPORT_DIR = RESULTS + "/report"
 # <model>/<backend>/<variant>/<device>/.
 SUMMARY_CSV = "summary.csv"
 BREAKDOWN_CSV = "breakdown.csv"
+LAYERS_CSV = "layers.csv"  # one row per profiled cell, layer of its model and op class
 INDEX_HTML = "index.html"
 HEADLINE = "headline.txt"  # what a finished run prints: per group, the best speedup
 PUBLISHED_PLOT = "published_ms_per_step.png"

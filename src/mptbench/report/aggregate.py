@@ -19,12 +19,13 @@ from mptbench.plan.layout import (
     BREAKDOWN_CSV,
     HEADLINE,
     INDEX_HTML,
+    LAYERS_CSV,
     LEARNING_PLOT,
     SUMMARY_CSV,
     group_file,
 )
 from mptbench.report import merge, sections
-from mptbench.report.breakdown import breakdown_table
+from mptbench.report.breakdown import breakdown_table, layers_table
 from mptbench.report.fits import fits_sections
 from mptbench.report.headline import headline_lines
 from mptbench.report.html import render_group_files, render_html
@@ -75,6 +76,7 @@ def render(
     files |= render_group_files(built)
     files[SUMMARY_CSV] = summary.to_csv(index=False).encode()
     files[BREAKDOWN_CSV] = table.to_csv(index=False).encode()
+    files[LAYERS_CSV] = layers_table(records).to_csv(index=False).encode()
     files[INDEX_HTML] = render_html(summary, published, table, ui_url, extra, built).encode()
     files[HEADLINE] = "".join(f"{line}\n" for line in headline_lines(summary)).encode()
     return summary, files

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mptbench.core.cells import AXES, key_of
+from mptbench.core.cells import AXES, COMPARISON_AXES, key_of
 from mptbench.core.opclasses import CLASSES, NAMES, STEP_CLASSES
 from mptbench.core.outcomes import Outcome
 from mptbench.core.policies import policy_of_record
@@ -75,6 +75,46 @@ def breakdown_table(records: list[dict]) -> pd.DataFrame:
                 "profile_steps": found.get("profile_steps"),
             })
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+LAYER_COLUMNS = [
+    "experiment", *AXES, "baseline", "layer_type", "layer", "op_class", "name", "ms_per_step",
+    "ms_min", "ms_max", "baseline_ms_per_step", "ops_per_step", "op_types",
+]
+
+
+def layers_table(records: list[dict]) -> pd.DataFrame:
+    """layers.csv: one row per profiled cell, layer of its model (with its type) and op class:
+    the ms its ops took a profiled step (summed over the step's threads, as breakdown.csv's;
+    median, min and max over the profiled repeats) beside the same layer and class in the
+    comparison's baseline cell, how many ops ran a step and their op types (TensorFlow's op
+    type names the kernel it ran: Conv2DBackpropInput, _FusedConv2D). The ops outside every
+    layer (the optimizer, the loss, the input) have a row of their own. A cell's rows add up to
+    its classes in breakdown.csv, framework and idle aside."""
+    baselines = {key_of(r, COMPARISON_AXES): r for r in records
+                 if policy_of_record(r).baseline and (r.get("breakdown") or {}).get("layers")}
+    rows = []
+    for record in records:
+        layers = (record.get("breakdown") or {}).get("layers")
+        if not layers:
+            continue
+        base = baselines.get(key_of(record, COMPARISON_AXES))
+        base_ms = {(r["layer"], r["op_class"]): r["ms"]
+                   for r in ((base or {}).get("breakdown") or {}).get("layers", [])}
+        axes = dict(zip(AXES, key_of(record, AXES), strict=True))
+        for layer in layers:
+            rows.append({
+                "experiment": record.get("experiment"), **axes,
+                "baseline": policy_of_record(record).baseline,
+                "layer_type": layer["layer_type"], "layer": layer["layer"],
+                "op_class": layer["op_class"], "name": NAMES[layer["op_class"]],
+                "ms_per_step": layer["ms"], "ms_min": layer.get("ms_min"),
+                "ms_max": layer.get("ms_max"),
+                "baseline_ms_per_step": base_ms.get((layer["layer"], layer["op_class"]), 0.0)
+                if base else None,
+                "ops_per_step": layer.get("ops"), "op_types": " ".join(layer.get("op_types", [])),
+            })
+    return pd.DataFrame(rows, columns=LAYER_COLUMNS)
 
 
 def _group_ms(cells: pd.DataFrame) -> dict[str, float]:

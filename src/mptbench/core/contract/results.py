@@ -17,6 +17,7 @@ class Profiled:
     steps: int
     step_s: list[float]
     scopes: dict[str, str | None]
+    layers: dict[str, str] = field(default_factory=dict)  # the model's layers: name -> type
 
 
 @dataclass

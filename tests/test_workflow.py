@@ -170,6 +170,7 @@ def test_smoke_cells_are_profiled_in_every_repeat_and_their_classes_close(smoke)
     assert "; net " in where and "(speedup_vs_baseline)" in where
     for row in ("unattributed", "profiled step", "timed step (no profiler)", "background input"):
         assert f"<td>{row}" in where or f">{row}" in where, row
+    assert ">layer type" in where and ">Conv2D" in where  # the comparison by layer type too
     assert "The measured classes account for" in where and "host overhead" not in html
     assert f'<img src="{MACHINE}/seed_convnet/tensorflow/pypi/cpu/breakdown.png"' in section
     assert "Not profiled" not in where

@@ -72,11 +72,12 @@ def render(
         mine = [p for p in parity if key_of(p) == key]
         title = f"{' · '.join(key)}: does it still learn? (loss per step)"
         files[group_file(key, LEARNING_PLOT)] = learning_figure(mine, title)
-    built = sections.all_groups(summary, table, extra)  # the page's and its own files'
+    layers = layers_table(records)
+    built = sections.all_groups(summary, table, extra, layers)  # the page's and its own files'
     files |= render_group_files(built)
     files[SUMMARY_CSV] = summary.to_csv(index=False).encode()
     files[BREAKDOWN_CSV] = table.to_csv(index=False).encode()
-    files[LAYERS_CSV] = layers_table(records).to_csv(index=False).encode()
+    files[LAYERS_CSV] = layers.to_csv(index=False).encode()
     files[INDEX_HTML] = render_html(summary, published, table, ui_url, extra, built).encode()
     files[HEADLINE] = "".join(f"{line}\n" for line in headline_lines(summary)).encode()
     return summary, files

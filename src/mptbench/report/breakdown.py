@@ -16,7 +16,7 @@ from __future__ import annotations
 import pandas as pd
 
 from mptbench.core.cells import AXES, COMPARISON_AXES, key_of
-from mptbench.core.opclasses import CLASSES, NAMES, STEP_CLASSES
+from mptbench.core.opclasses import CLASSES, NAMES, OUTSIDE, STEP_CLASSES
 from mptbench.core.outcomes import Outcome
 from mptbench.core.policies import policy_of_record
 from mptbench.core.stats import Verdict
@@ -194,9 +194,49 @@ def _summary_row(summary: pd.DataFrame, group: tuple, policy, batch_size):
     return hit.iloc[0] if not hit.empty else None
 
 
-def explain(table: pd.DataFrame, summary: pd.DataFrame) -> list[dict]:
+def by_layer_type(rows: pd.DataFrame, threads: int) -> list[dict]:
+    """A comparison's layers.csv rows (one policy's cell) by layer type, largest change first:
+    how many layers, their ms of one profiled step (over the threads, as the classes' sentence
+    has them) under the baseline and the policy, and the op class that moved most in them."""
+    out = []
+    for kind, of_kind in rows.groupby("layer_type"):
+        delta = (of_kind["ms_per_step"] - of_kind["baseline_ms_per_step"]) / threads
+        by_class = delta.groupby(of_kind["op_class"]).sum()
+        top = by_class.abs().idxmax()
+        out.append({
+            "layer_type": kind, "layers": of_kind["layer"].nunique(),
+            "baseline": of_kind["baseline_ms_per_step"].sum() / threads,
+            "policy": of_kind["ms_per_step"].sum() / threads, "delta": float(delta.sum()),
+            "class": NAMES[top], "class_delta": float(by_class[top]),
+        })
+    return sorted(out, key=lambda t: -abs(t["delta"]))
+
+
+def layer_sentence(policy: str, types: list[dict], step_ms: float, most: int = 3) -> str | None:
+    """'By layer: the 17 DepthwiseConv2D layers +24 ms (most of it convolution backward
+    (input), +20 ms), casts ...': the layer types whose ops moved by at least 2% of the
+    baseline's profiled step, largest first, at most `most`; None where none did."""
+    change = BREAKDOWN_CHANGE * step_ms
+    moved = [t for t in types if abs(t["delta"]) >= change][:most]
+    if not moved:
+        return None
+
+    def one(t: dict) -> str:
+        count = f"{t['layers']} " if t["layers"] > 1 else ""
+        what = (f"the {count}{t['layer_type']} layer{'s' * (t['layers'] > 1)}"
+                if t["layer_type"] != OUTSIDE else "the ops outside the layers")
+        return f"{what} {t['delta']:+.1f} ms (most of it {t['class']}, {t['class_delta']:+.1f} ms)"
+
+    net = sum(t["delta"] for t in types)
+    return (f"By layer, {policy}'s ops took {net:+.1f} ms a step against the baseline's: "
+            + "; ".join(one(t) for t in moved) + ".")
+
+
+def explain(table: pd.DataFrame, summary: pd.DataFrame,
+            layers: pd.DataFrame | None = None) -> list[dict]:
     """Per group, batch size and policy other than the baseline: the class-by-class comparison
-    with the baseline and its sentence."""
+    with the baseline and its sentence; where its cells were profiled by layer (layers.csv's
+    rows, `layers`), the layer types that moved most, and their sentence."""
     out = []
     for (*group, batch_size), cells in table.groupby([*GROUP_KEYS, "batch_size"]):
         base = cells[is_baseline(cells)]
@@ -207,13 +247,30 @@ def explain(table: pd.DataFrame, summary: pd.DataFrame) -> list[dict]:
         for policy in [p for p in cells["policy"].unique() if p != baseline]:
             mine = cells[cells["policy"] == policy]
             row = _summary_row(summary, tuple(group), policy, batch_size)
+            types = _layer_types(layers, group, batch_size, policy, mine)
             out.append({
                 **dict(zip(GROUP_KEYS, group, strict=True)),
                 "batch_size": int(batch_size), "baseline": baseline,
                 "policy": policy, "comparison": _comparison(base, mine),
                 "sentence": sentence(policy, _group_ms(base), _group_ms(mine), step_ms, row),
+                "layer_types": types,
+                "layer_sentence": layer_sentence(policy, types, step_ms),
             })
     return out
+
+
+def _layer_types(layers: pd.DataFrame | None, group, batch_size, policy,
+                 mine: pd.DataFrame) -> list[dict]:
+    """by_layer_type of one comparison's policy cell, from layers.csv's rows; [] without."""
+    if layers is None or layers.empty:
+        return []
+    keys = dict(zip(GROUP_KEYS, group, strict=True)) | {"batch_size": batch_size,
+                                                         "policy": policy}
+    rows = layers[pd.concat([layers[k] == v for k, v in keys.items()], axis=1).all(axis=1)]
+    if rows.empty or rows["baseline_ms_per_step"].isna().all():
+        return []
+    threads = mine["threads"].iloc[0]
+    return by_layer_type(rows, int(threads) if pd.notna(threads) and threads else 1)
 
 
 def not_profiled(summary: pd.DataFrame, table: pd.DataFrame) -> list[str]:

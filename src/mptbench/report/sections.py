@@ -130,6 +130,29 @@ def comparison_table(explained: dict) -> dict:
     return {"head": head, "rows": rows}
 
 
+def layer_type_table(explained: dict, most: int = 8) -> dict | None:
+    """The layer types that moved most between the baseline and the policy (layers.csv by
+    type): how many layers, their ms under each, the difference and the class that moved most
+    in them; None where the cells were not profiled by layer."""
+    types = explained.get("layer_types") or []
+    if not types:
+        return None
+    base, policy = explained["baseline"], explained["policy"]
+    unit = "ms of the profiled step"
+    head = [cell("layer type", "text"), cell("layers"), cell(base, small=unit),
+            cell(policy, small=unit), cell("difference", small="ms"),
+            cell("moved most", "text", small="op class, ms")]
+    rows = []
+    for t in types[:most]:
+        moved = "faster" if t["delta"] < 0 else "slower" if t["delta"] > 0 else None
+        rows.append([
+            cell(t["layer_type"], "text"), cell(str(t["layers"])), cell(f"{t['baseline']:.3g}"),
+            cell(f"{t['policy']:.3g}"), cell(f"{t['delta']:+.3g}", moved),
+            cell(f"{t['class']} {t['class_delta']:+.3g}", "text"),
+        ])
+    return {"head": head, "rows": rows}
+
+
 def closure_text(explained: dict) -> str | None:
     """'The measured classes account for 96% (float32) and 98% (mixed_float16) of the profiled
     step.', or None where no closure was computed (a GPU's profile)."""
@@ -168,10 +191,12 @@ class Extra:
 
 
 def group(
-    key: tuple, rows: pd.DataFrame, breakdown: pd.DataFrame, extra: Extra | None = None
+    key: tuple, rows: pd.DataFrame, breakdown: pd.DataFrame, extra: Extra | None = None,
+    layers: pd.DataFrame | None = None,
 ) -> dict:
-    """One (model, backend, variant, device): its table, plots, where its time went, its
-    diagnosis, what fits and whether it still learns."""
+    """One (model, backend, variant, device): its table, plots, where its time went (by class,
+    and by layer type where layers.csv has its cells), its diagnosis, what fits and whether it
+    still learns."""
     mine = breakdown[(breakdown[GROUP_KEYS] == pd.Series(key, index=GROUP_KEYS)).all(axis=1)]
     return {
         **(extra or Extra()).of(key),
@@ -181,8 +206,9 @@ def group(
         "table": policy_table(rows),
         "plots": [{"src": group_file(key, p), "alt": PLOT_ALT[p]} for p in GROUP_PLOTS],
         "explained": [
-            e | {"table": comparison_table(e), "closure": closure_text(e)}
-            for e in explain(mine, rows)
+            e | {"table": comparison_table(e), "closure": closure_text(e),
+                 "layer_table": layer_type_table(e)}
+            for e in explain(mine, rows, layers)
         ],
         "not_profiled": not_profiled(rows, mine),
         "diagnosis": diagnose(rows),
@@ -207,6 +233,7 @@ def backends(summary: pd.DataFrame) -> list[dict]:
 
 
 def all_groups(
-    summary: pd.DataFrame, breakdown: pd.DataFrame, extra: Extra | None = None
+    summary: pd.DataFrame, breakdown: pd.DataFrame, extra: Extra | None = None,
+    layers: pd.DataFrame | None = None,
 ) -> list[dict]:
-    return [group(key, rows, breakdown, extra) for key, rows in groups(summary)]
+    return [group(key, rows, breakdown, extra, layers) for key, rows in groups(summary)]

@@ -1,7 +1,7 @@
 """A policy is what its yaml says: compute dtype, variable dtype, loss scaling, and whether it
 is the baseline."""
 
-from mptbench.core.policies import Policy, order, policy_of_record
+from mptbench.core.policies import Policy, keeping, kept, order, policy_of_record
 
 
 def test_keras_names_follow_the_dtypes():
@@ -40,3 +40,15 @@ def test_order_puts_the_baseline_first_then_by_dtype():
         "reference": (True, "bfloat16"),
     }
     assert order(names) == ["reference", "zz", "mixed_float16", "mixed_bfloat16"]
+
+
+def test_a_kept_policys_name_spells_its_policy_and_the_layers_it_keeps_in_float32():
+    assert kept("mixed_bfloat16_keep_DepthwiseConv2D") == ("mixed_bfloat16", ("DepthwiseConv2D",))
+    assert kept("mixed_float16_keep_DepthwiseConv2D_Dense") == (
+        "mixed_float16", ("DepthwiseConv2D", "Dense"))
+    assert kept("mixed_bfloat16") is None and kept("_keep_Dense") is None
+    facts = keeping("float32_keep_Dense", {"compute_dtype": "float32", "baseline": True})
+    assert facts == {"compute_dtype": "float32", "baseline": False, "float32_layers": ["Dense"]}
+    policy = Policy.of("mixed_bfloat16_keep_Conv2D", keeping(
+        "mixed_bfloat16_keep_Conv2D", {"compute_dtype": "bfloat16"}))
+    assert policy.float32_layers == ("Conv2D",) and policy.keras_name == "mixed_bfloat16"

@@ -444,3 +444,17 @@ def test_bad_values_get_one_line_naming_them(override, message):
     with pytest.raises(ConfigError) as info:
         compose_config(CONF, "smoke", [override])
     assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+def test_a_kept_policy_is_made_from_its_policys_yaml_and_reaches_its_runs():
+    """mixed_bfloat16_keep_DepthwiseConv2D: no yaml of its own; its cells' runs carry the
+    layers it keeps in float32, and it is no baseline."""
+    name = "mixed_bfloat16_keep_DepthwiseConv2D"
+    cfg = compose_config(CONF, "smoke", [f"policy=[float32,mixed_bfloat16,{name}]"])
+    assert cfg["policy"][name] == cfg["policy"]["mixed_bfloat16"] | {
+        "baseline": False, "float32_layers": ["DepthwiseConv2D"]}
+    cell = next(c for c in grid(cfg, expand_devices(cfg)) if c.policy == name)
+    policy = run_config(cfg, cell).policy
+    assert policy.float32_layers == ("DepthwiseConv2D",) and not policy.baseline
+    with pytest.raises(ConfigError, match="no policy mixed_int8 .* to keep layers of"):
+        compose_config(CONF, "smoke", ["policy=[float32,mixed_int8_keep_Dense]"])

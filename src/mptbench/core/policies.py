@@ -23,12 +23,15 @@ class Policy:
     baseline: bool = False
     # Dynamic loss scaling starts here (Keras' default, 2**15, where the yaml says nothing).
     initial_loss_scale: float | None = None
+    # Keras layer classes that compute in float32 under this policy (the rest in its dtype).
+    float32_layers: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, name: str, facts: dict[str, Any]) -> Policy:
         keys = ("compute_dtype", "variable_dtype", "loss_scaling", "baseline",
                 "initial_loss_scale")
-        return cls(name=name, **{k: facts[k] for k in keys if facts.get(k) is not None})
+        found = {k: facts[k] for k in keys if facts.get(k) is not None}
+        return cls(name=name, **found, float32_layers=tuple(facts.get("float32_layers") or ()))
 
     @property
     def keras_name(self) -> str:
@@ -47,6 +50,27 @@ class Policy:
         if self.keras_name == "mixed_float16" and self.loss_scaling != "dynamic":
             return "loss_scaling 'none' with mixed float16: Keras' fit always scales its loss"
         return None
+
+
+# A policy with some layer classes kept in float32, by its name: <policy>_keep_<Class>[_<Class>]
+# (mixed_bfloat16_keep_DepthwiseConv2D). Asking for one makes it from its policy's yaml
+# (plan/compose.py); it is compared with the baseline as any policy is.
+KEEP = "_keep_"
+
+
+def kept(name: str) -> tuple[str, tuple[str, ...]] | None:
+    """(the policy, the layer classes it keeps in float32) a kept policy's name spells; None
+    for any other name."""
+    base, sep, classes = name.partition(KEEP)
+    if not (base and sep and classes):
+        return None
+    return base, tuple(classes.split("_"))
+
+
+def keeping(name: str, base_facts: dict[str, Any]) -> dict[str, Any]:
+    """A kept policy's facts: its policy's, never the baseline, with its layer classes."""
+    _, classes = kept(name)
+    return {**base_facts, "baseline": False, "float32_layers": list(classes)}
 
 
 def policy_of_record(record: dict[str, Any]) -> Policy:

@@ -7,7 +7,7 @@ from typing import Any
 
 from mptbench.core.contract import ModelConfig
 from mptbench.core.policies import Policy
-from mptbench.engine.networks import make_network
+from mptbench.engine.networks import ModelError, make_network
 
 
 def _optimizer(keras, model_cfg: ModelConfig, policy: Policy):
@@ -41,6 +41,7 @@ def build_model(
 
     keras.mixed_precision.set_global_policy(policy.keras_name)
     model = make_network(model_cfg, input_shape, num_classes, policy.keras_name)
+    model = keep_float32(keras, model, policy.float32_layers)
     model.compile(
         optimizer=_optimizer(keras, model_cfg, policy),
         loss=model_cfg.loss,
@@ -49,6 +50,29 @@ def build_model(
         steps_per_execution=steps_per_execution,
     )
     return model
+
+
+def keep_float32(keras, model, classes: tuple[str, ...]):
+    """The model with its layers of `classes` (Keras class names: DepthwiseConv2D) computing in
+    float32, the others in the global policy: a clone (keras.models.clone_model) whose layers
+    of those classes are made again from their config with dtype float32. Keras casts what
+    goes into a layer to its own compute dtype. A model without such layers is returned as it
+    is; one that clone_model cannot clone (a subclassed model) is a ModelError."""
+    if not classes:
+        return model
+    kept = set(classes)
+
+    def clone(layer):
+        config = layer.get_config()
+        if type(layer).__name__ in kept:
+            config["dtype"] = "float32"
+        return type(layer).from_config(config)
+
+    try:
+        return keras.models.clone_model(model, clone_function=clone)
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise ModelError(f"cannot keep {', '.join(classes)} in float32 in {model.name}: "
+                         f"keras.models.clone_model says {str(exc).splitlines()[0]}") from None
 
 
 def jit_setting(value: Any) -> Any:

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mptbench.core import isa
+from mptbench.core import isa, policies
 from mptbench.plan import checks, schema
 from mptbench.plan.errors import ConfigError
 
@@ -178,6 +178,34 @@ def _store_cap_variants() -> None:
 
 _store_cap_variants()  # before anything composes: Hydra reads its store as a search path
 
+_KEPT_NAME = re.compile(r"\b[A-Za-z0-9]\w*?" + re.escape(policies.KEEP) + r"[A-Za-z0-9_]+\b")
+
+
+def kept_policies(conf_dir: Path, texts: list[str]) -> dict[str, dict[str, Any]]:
+    """The kept policies (core/policies.py KEEP) that `texts` (overrides, the experiments'
+    yaml) name, each made from its policy's yaml; a name whose policy has no yaml is an error."""
+    from omegaconf import OmegaConf
+
+    found = {}
+    for name in sorted({m for text in texts for m in _KEPT_NAME.findall(text)}):
+        base, _ = policies.kept(name)
+        path = conf_dir / "policy" / f"{base}.yaml"
+        if not path.exists():
+            raise ConfigError(f"policy {name}: no policy {base} (conf/policy/{base}.yaml) to keep "
+                              "layers of in float32")
+        facts = OmegaConf.to_container(OmegaConf.load(path))[base]
+        found[name] = policies.keeping(name, facts)
+    return found
+
+
+def _store_kept_policies(conf_dir: Path, override_list: list[str]) -> None:
+    """Those a composition asks for, as Hydra's policy group finds a yaml of conf/policy/."""
+    from hydra.core.config_store import ConfigStore
+
+    texts = [*override_list, *(p.read_text() for p in (conf_dir / "experiment").glob("*.yaml"))]
+    for name, facts in kept_policies(conf_dir, texts).items():
+        ConfigStore.instance().store(group="policy", name=name, node={name: facts})
+
 
 def compose_config(
     conf_dir: str | Path, experiment: str | None = None, overrides: Any = None
@@ -191,6 +219,7 @@ def compose_config(
     conf_dir = Path(conf_dir).resolve()
     override_list = parse_overrides(overrides)
     check_syntax(override_list)
+    _store_kept_policies(conf_dir, override_list)
     if experiment:
         override_list.append(f"experiment={experiment}")
     try:

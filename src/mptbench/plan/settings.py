@@ -32,6 +32,10 @@ class PolicySettings:
     initial_loss_scale: float | None = setting(
         "dynamic loss scaling starts here; null: Keras' own (2**15)", absent=None, **POSITIVE
     )
+    float32_layers: tuple[str, ...] = setting(
+        "Keras layer classes kept in float32 (<policy>_keep_<Class> makes one)",
+        absent=(), items={"pattern": "^[A-Z][A-Za-z0-9]*$"},
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

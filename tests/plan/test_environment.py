@@ -1,10 +1,12 @@
 """What a run checks before its first job: one start per backend and variant the grid times on
 a GPU, in the environment that variant runs in."""
 
+import os
+
 from smoke_plan import smoke_plan
 
 from mptbench.plan import grid
-from mptbench.plan.environment import gpu_checks
+from mptbench.plan.environment import gpu_checks, src_first
 
 
 def test_each_backend_on_a_gpu_is_checked_once_per_environment_at_its_first_gpu():
@@ -32,3 +34,13 @@ def test_a_variant_s_own_environment_is_checked_once_it_is_made(tmp_path, monkey
     manifest.parent.mkdir(parents=True)
     manifest.write_text("{}")
     assert [m for _, _, m, _ in gpu_checks(cfg, cells)] == ["resources/envs/source_avx2_fma.json"]
+
+
+def test_this_checkouts_src_goes_first_on_the_path_once(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    src_first("/checkout/src")
+    src_first("/checkout/src")  # the Snakefile is read again in every job
+    assert os.environ["PYTHONPATH"].split(os.pathsep) == ["/checkout/src", "/elsewhere"]
+    monkeypatch.delenv("PYTHONPATH")
+    src_first("/checkout/src")
+    assert os.environ["PYTHONPATH"] == "/checkout/src"

@@ -6,16 +6,11 @@ import sys
 from functools import partial
 from pathlib import Path
 
-# This checkout's mptbench first, here and in every job's process: Snakemake appends its own
-# search paths after site-packages, where an installed mptbench (editable or not, of another
-# checkout) would win. The launcher puts it on the engine's path too (a variant's environment
-# has no mptbench installed).
+# This checkout's mptbench first, here and (plan/environment.py src_first) in every job's
+# process: Snakemake appends its own search paths after site-packages, where an installed
+# mptbench (editable or not, of another checkout) would win.
 SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
-if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != str(SRC):
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p
-    )
 
 from mptbench.core.cells import BACKENDS
 from mptbench.core.hardware import PATTERN as MACHINE_PATTERN
@@ -30,7 +25,7 @@ from mptbench.plan import (
     workflow_overrides,
 )
 from mptbench.plan import calibrate, groups, headline, inputs, layout, params, resources
-from mptbench.plan.environment import gpu_checks
+from mptbench.plan.environment import gpu_checks, src_first
 from mptbench.plan.profile import check_profiles
 from mptbench.report.merge import folder_files, split as split_include
 from mptbench.report.records import ReportError
@@ -42,10 +37,11 @@ envvars:
 
 
 # Every job's script runs the interpreter that runs Snakemake, whether or not its venv is
-# active (workflow/scripts/_job.py puts this checkout's src/ first on its path).
+# active, with this checkout's src/ first on its path.
 os.environ["PATH"] = os.pathsep.join(
     [str(Path(sys.executable).parent), os.environ["PATH"]]
 )
+src_first(SRC)
 
 # A cluster profile still holding its placeholders: one line, before the executor's traceback.
 _unfilled = check_profiles(sys.argv, Path.cwd())

@@ -4,12 +4,22 @@ cell checks its own GPU too, but only after the download and the cache it waits 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from mptbench.core.cells import Cell
 from mptbench.core.devices import Device
 from mptbench.plan import layout
+
+
+def src_first(src: str | Path) -> None:
+    """This checkout's src/ first on PYTHONPATH, for every process the run starts (its jobs'
+    scripts, and the engine they launch, which jobs/launcher.py also gives it: a variant's
+    environment has no mptbench installed); once, however often the Snakefile is read."""
+    found = os.environ.get("PYTHONPATH", "")
+    if found.split(os.pathsep)[0] != str(src):
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(src), found) if p)
 
 
 def gpu_checks(cfg: dict[str, Any], cells: list[Cell]) -> list[tuple[str, str, str | None, dict]]:

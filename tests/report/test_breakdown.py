@@ -135,3 +135,39 @@ def test_layers_csv_puts_each_layer_beside_the_baselines_and_adds_up_to_the_clas
     # A cell without a profile by layer has no rows.
     del records[1]["breakdown"]["layers"]
     assert set(layers_table(records)["policy"]) == {"float32"}
+
+
+def test_the_why_names_the_layer_types_that_moved_most_with_their_class():
+    """mixed_float16 lost 14 ms (over 2 threads: 7 of a step) in its depthwise layers' backward
+    passes and gained 4 (2) in its Conv2D layer: the sentence names the depthwise first, its
+    class, both signs and the change to try; the table lists every type."""
+    records = [_record("float32", 20.0, 11.0, 13.0, 0.96), _record("mixed_float16", 8.0, 9.0,
+                                                                    10.0, 1.02)]
+    records[0]["breakdown"]["layers"] = _layers([
+        ("conv2d", "Conv2D", "conv_forward", 12.0),
+        ("dw", "DepthwiseConv2D", "conv_backward_input", 6.0),
+        ("dw_1", "DepthwiseConv2D", "conv_backward_input", 4.0)])
+    records[1]["breakdown"]["layers"] = _layers([
+        ("conv2d", "Conv2D", "conv_forward", 8.0),
+        ("dw", "DepthwiseConv2D", "conv_backward_input", 14.0),
+        ("dw_1", "DepthwiseConv2D", "conv_backward_input", 10.0),
+        ("dw", "DepthwiseConv2D", "cast", 0.2)])
+    [explained] = explain(breakdown_table(records), _summary(records), layers_table(records))
+    said = explained["layer_sentence"]
+    assert said.startswith("By layer, mixed_float16's ops took +5.1 ms a step")
+    depthwise = said.index("the 2 DepthwiseConv2D layers +7.1 ms")
+    assert depthwise < said.index("the Conv2D layer -2.0 ms")
+    assert "(most of it convolution backward (input), +7.0 ms)" in said
+    assert said.endswith("To try: policy mixed_float16_keep_DepthwiseConv2D (its DepthwiseConv2D "
+                         "layers in float32), timed beside the others.")
+    assert [t["layer_type"] for t in explained["layer_types"]] == ["DepthwiseConv2D", "Conv2D"]
+    # A kept policy is not told to keep them again.
+    for r in records[1:]:
+        r["policy"] = "mixed_float16_keep_Dense"
+    [kept_one] = explain(breakdown_table(records), _summary(records), layers_table(records))
+    assert "+7.1 ms" in kept_one["layer_sentence"] and "To try" not in kept_one["layer_sentence"]
+    # Cells not profiled by layer: no sentence, no table.
+    for r in records:
+        del r["breakdown"]["layers"]
+    [plain] = explain(breakdown_table(records), _summary(records), layers_table(records))
+    assert plain["layer_sentence"] is None and plain["layer_types"] == []

@@ -18,7 +18,7 @@ import pandas as pd
 from mptbench.core.cells import AXES, COMPARISON_AXES, key_of
 from mptbench.core.opclasses import CLASSES, NAMES, OUTSIDE, STEP_CLASSES
 from mptbench.core.outcomes import Outcome
-from mptbench.core.policies import policy_of_record
+from mptbench.core.policies import KEEP, kept, policy_of_record
 from mptbench.core.stats import Verdict
 from mptbench.report.summary import GROUP_KEYS, is_baseline
 from mptbench.report.tables import fmt_ms
@@ -228,8 +228,13 @@ def layer_sentence(policy: str, types: list[dict], step_ms: float, most: int = 3
         return f"{what} {t['delta']:+.1f} ms (most of it {t['class']}, {t['class_delta']:+.1f} ms)"
 
     net = sum(t["delta"] for t in types)
-    return (f"By layer, {policy}'s ops took {net:+.1f} ms a step against the baseline's: "
+    text = (f"By layer, {policy}'s ops took {net:+.1f} ms a step against the baseline's: "
             + "; ".join(one(t) for t in moved) + ".")
+    costly = [t["layer_type"] for t in moved if t["delta"] > 0 and t["layer_type"] != OUTSIDE]
+    if costly and kept(policy) is None:  # the change to try: those layers in float32
+        text += (f" To try: policy {policy}{KEEP}{costly[0]} (its {costly[0]} layers in "
+                 "float32), timed beside the others.")
+    return text
 
 
 def explain(table: pd.DataFrame, summary: pd.DataFrame,

@@ -5,7 +5,9 @@ synthetic archive in Imagenette-320's exact layout and size (bench_data.py's, bu
 reused) instead of the real download. Prints the wall time, each rule's time (from Snakemake's
 log), the outcome of every cell and its ms/step, and the share of the machine's CPU the
 hypervisor gave to other guests meanwhile (steal time: two runs compare only where both were
-quiet), and writes them to <workdir>/bench_grid_last_run.json.
+quiet), and writes them to <workdir>/bench_grid_last_run.json. Inside the train jobs, the timing
+processes' wall time by phase (framework start, build, warm-up, timed steps, the rest of the
+turns, validation, input cost, twins, profiles: engine/repeat.py PHASES), summed.
 """
 
 from __future__ import annotations
@@ -32,6 +34,21 @@ def cells(folder: Path) -> list[dict]:
     return [{k: record.get(k) for k in FIELDS} for record in records(folder, "benchmark")]
 
 
+def process_phases(folder: Path) -> dict[str, float]:
+    """Seconds by phase (engine/repeat.py PHASES) summed over every timing process of the train
+    jobs, each process once (its arms' records all hold its phases); {} where the records say
+    none (a checkout from before they did)."""
+    seen, totals = set(), {}
+    for record in records(folder, "benchmark"):
+        for repeat in record.get("repeats") or []:
+            if repeat.get("process") in seen or not repeat.get("phases_s"):
+                continue
+            seen.add(repeat["process"])
+            for phase, seconds in repeat["phases_s"].items():
+                totals[phase] = totals.get(phase, 0.0) + seconds
+    return totals
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cores", default="2")
@@ -56,12 +73,16 @@ def main(argv: list[str] | None = None) -> int:
     rules = rule_seconds(log)
     print("per rule (each rule's jobs summed, so they add to more than the wall time), min: "
           + ", ".join(f"{name} {s / 60:.1f}" for name, s in sorted(rules.items())))
+    phases = process_phases(target)
+    if phases:
+        print("inside the train jobs' timing processes, by phase, min: "
+              + ", ".join(f"{name} {sec / 60:.1f}" for name, sec in phases.items()))
     print(f"default grid: {wall / 60:.1f} min wall time, exit code {done.returncode}, "
           f"{sum(r['outcome'] == 'ok' for r in rows)} of {len(rows)} cells ok; the hypervisor "
           f"took {'-' if stolen is None else f'{stolen:.1f}%'} of the machine's CPU meanwhile "
           "(steal time: a run on a quieter host is that much shorter)")
     result = {"wall_s": wall, "returncode": done.returncode, "cpu_stolen_pct": stolen,
-              "rules_s": rules, "cells": rows}
+              "rules_s": rules, "phases_s": phases, "cells": rows}
     (args.workdir / "bench_grid_last_run.json").write_text(json.dumps(result, indent=2) + "\n")
     return 0
 

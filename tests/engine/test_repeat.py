@@ -8,7 +8,7 @@ from workflow_helpers import smoke_cell_run as smoke_run
 
 from mptbench.core.contract import RepeatJob
 from mptbench.core.policies import Policy
-from mptbench.engine.repeat import profiled_steps, run_repeat
+from mptbench.engine.repeat import PHASES, Phases, process_age_s, profiled_steps, run_repeat
 from mptbench.engine.timing import PAST_EPOCHS
 
 pytestmark = pytest.mark.slow
@@ -176,6 +176,14 @@ def test_two_policies_take_turns_in_one_process(tf, prepared32, tmp_path):
     assert all(s > 0 for s in a.step_s + b.step_s)
     assert len(a.synthetic_step_s) == len(a.synthetic_rounds) > 0
     assert progress.read_text() in ("float32", "float32_copy")  # whose turn it was last
+    # Where the process's time went, by phase: each measured, the turns split into both arms'
+    # warm-up and timed steps and what else they took.
+    phases = result.phases_s
+    assert set(phases) == set(PHASES) and all(v >= 0 for v in phases.values())
+    assert phases["timed"] == pytest.approx(sum(a.step_s) + sum(b.step_s))
+    assert phases["warmup"] == pytest.approx(sum(a.warmup_s) + sum(b.warmup_s))
+    assert phases["build"] > 0 and phases["profile"] > 0 and phases["twins"] > 0
+    assert phases["start"] == 0  # no process start in a call from a test
     # Only the arm given a folder is profiled, one folder per repeat.
     assert a.profile.dir.endswith("a/repeat1") and b.profile is None
 
@@ -270,3 +278,14 @@ def test_what_the_fits_leave_is_destroyed_in_a_thread_of_its_own():
         if was_enabled:
             gc.enable()
     assert destroyed == {"waited": True, "in": "collect"}
+
+
+def test_phases_add_what_each_block_took_and_a_process_knows_its_age():
+    ticks = iter([1.0, 3.5, 10.0, 10.25])
+    phases = Phases(now=lambda: next(ticks))
+    with phases("build"):
+        pass
+    with phases("build"):
+        pass
+    assert phases.seconds["build"] == 2.75 and phases.seconds["profile"] == 0
+    assert 0 < process_age_s() < 24 * 3600

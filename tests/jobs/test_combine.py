@@ -16,7 +16,7 @@ def _repeat(i, steps, outcome="ok", twin=None, reason=None):
         rounds=[0] * len(steps), synthetic_step_s=twin or [],
         synthetic_rounds=[0] * len(twin or []), stopped_by="steps", timed_wall_s=sum(steps),
         warmup_s=[1.0], epochs=[{"epoch": 1, "loss": 2.0}], fingerprint={"host": f"h{i}"},
-        process=f"p{i}",
+        process=f"p{i}", process_phases_s={"start": 5.0 + i, "timed": 0.3},
     )
 
 
@@ -38,6 +38,7 @@ def test_three_repeats_give_a_geometric_mean_of_mean_steps_and_a_t_interval_over
     assert record["timed_steps"] == record["timed_samples"] == 9 and len(record["repeats"]) == 3
     assert record["repeats"][0]["ms_per_step"] == pytest.approx(means[0])
     assert record["repeats"][0]["ms_per_step_median"] == pytest.approx(100)
+    assert [r["phases_s"]["start"] for r in record["repeats"]] == [5.0, 6.0, 7.0]  # per process
     assert record["repeats"][1]["step_ms"] == [200.0, 210.0, 200.0]
     assert record["repeats"][1]["process"] == "p1" and record["repeats"][1]["rounds"] == [0] * 3
     assert record["synthetic_ms_per_step"] == pytest.approx((90 * 180 * 140) ** (1 / 3))

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import gc
 import math
+import os
 import statistics
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -388,7 +390,48 @@ def _validated(session: Session, arm: Arm, prepared: dict) -> None:
         _failed(session, arm, exc)
 
 
-def run_repeat(session: Session, job: RepeatJob, prepared: dict) -> RepeatResult:
+# Where a timing process's wall time goes (RepeatResult.phases_s), in order: the interpreter
+# and the framework starting (from the process's creation), the arms' models built, their
+# warm-up, timed steps and what else their turns took (epoch starts, the host's check, the
+# switch from arm to arm), the validation batches, the input pipeline's own cost, the
+# synthetic twins, the profiles.
+PHASES = ("start", "build", "warmup", "timed", "turns", "validation", "input_cost", "twins",
+          "profile")
+
+
+class Phases:
+    """Seconds by phase: `with phases("build"): ...` adds what the block took."""
+
+    def __init__(self, now=time.perf_counter):
+        self.now, self.seconds = now, dict.fromkeys(PHASES, 0.0)
+
+    @contextmanager
+    def __call__(self, name: str):
+        began = self.now()
+        try:
+            yield
+        finally:
+            self.seconds[name] += self.now() - began
+
+
+def process_age_s() -> float:
+    """How long ago this process was created (Linux: /proc), the interpreter's start included."""
+    stat = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+    started = int(stat[19]) / os.sysconf("SC_CLK_TCK")
+    return float(Path("/proc/uptime").read_text().split()[0]) - started
+
+
+def _split_turns(phases: Phases, arms: list[Arm]) -> None:
+    """The turns' seconds split into the arms' warm-up, their timed steps (or blocks) and the
+    rest of the turns."""
+    warmup = sum(sum(a.result.warmup_s) for a in arms)
+    timed = sum(sum(a.result.step_s) * a.result.steps_per_sample for a in arms)
+    phases.seconds["warmup"], phases.seconds["timed"] = warmup, timed
+    phases.seconds["turns"] = max(0.0, phases.seconds["turns"] - warmup - timed)
+
+
+def run_repeat(session: Session, job: RepeatJob, prepared: dict,
+               phases: Phases | None = None) -> RepeatResult:
     """Train and time one repeat of the group; known failures become an arm's outcome, others
     are raised. Each ok arm then times its validation batches and, with a profile_dir (and
     train.profile_steps > 0), is profiled. The arms come back in the job's order."""
@@ -400,32 +443,52 @@ def run_repeat(session: Session, job: RepeatJob, prepared: dict) -> RepeatResult
                            process=process, position=position))
         for position, run in enumerate(rotated(job.runs, job.repeat))
     ]
-    for arm in arms:
-        _build(session, arm, prepared)
+    phases = phases or Phases()
+    with phases("build"):
+        for arm in arms:
+            _build(session, arm, prepared)
     live = [a for a in arms if a.model is not None]
-    if live:
-        _real(session, live, prepared, job)
+    with phases("turns"):
+        if live:
+            _real(session, live, prepared, job)
     for arm in live:
         _judge(session, arm)
         if arm.clock is not None:
             _record_timing(arm)
-        if arm.result.outcome == Outcome.OK:
-            _validated(session, arm, prepared)
+    _split_turns(phases, live)
+    with phases("validation"):
+        for arm in live:
+            if arm.result.outcome == Outcome.OK:
+                _validated(session, arm, prepared)
     ok = [a for a in live if a.result.outcome == Outcome.OK]
-    twins = _input(session, ok, prepared) if job.twins else []
-    if twins:
-        _twins(session, twins, prepared, job)
-    dirs = dict(zip([a.name for a in arms], job.profile_dirs, strict=False))
-    for arm in ok:
-        if dirs.get(arm.name) and arm.run.train.profile_steps:
-            _profiled(session, arm, prepared, dirs[arm.name])
+    _after_steps(session, job, arms, ok, prepared, phases)
     for arm in arms:
         print(f"repeat {job.repeat + 1}, {arm.name}: {arm.result.outcome}", flush=True)
     order = [r.policy.name for r in job.runs]
     return RepeatResult(process=process,
-                        arms=sorted((a.result for a in arms), key=lambda r: order.index(r.policy)))
+                        arms=sorted((a.result for a in arms), key=lambda r: order.index(r.policy)),
+                        phases_s=dict(phases.seconds))
+
+
+def _after_steps(session: Session, job: RepeatJob, arms: list[Arm], ok: list[Arm],
+                 prepared: dict, phases: Phases) -> None:
+    """The ok arms' input cost and twins, then their profiles, each phase timed."""
+    with phases("input_cost"):
+        twins = _input(session, ok, prepared) if job.twins else []
+    with phases("twins"):
+        if twins:
+            _twins(session, twins, prepared, job)
+    dirs = dict(zip([a.name for a in arms], job.profile_dirs, strict=False))
+    with phases("profile"):
+        for arm in ok:
+            if dirs.get(arm.name) and arm.run.train.profile_steps:
+                _profiled(session, arm, prepared, dirs[arm.name])
 
 
 def run(job: RepeatJob, start) -> RepeatResult:
-    """Do a repeat (the engine's entry point: `start` starts its backend)."""
-    return run_repeat(start(job.runs[0].backend.name), job, read_json(job.prepared))
+    """Do a repeat (the engine's entry point: `start` starts its backend), its phases timed
+    from the process's creation."""
+    phases = Phases()
+    session = start(job.runs[0].backend.name)
+    phases.seconds["start"] = process_age_s()
+    return run_repeat(session, job, read_json(job.prepared), phases)

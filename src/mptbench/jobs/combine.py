@@ -90,6 +90,7 @@ def _per_repeat(r: ArmResult, record: dict[str, Any], batch_size: int) -> dict[s
         "validation_first_ms": _ms([r.validation_first_s])[0] if r.validation_first_s else None,
         "validation_ms": _ms(r.validation_s),
         "epoch_starts": r.epoch_starts,
+        "phases_s": r.process_phases_s,
         **{name: (whole or {}).get(key) for key, name in fullrun.FIGURES.items()},
     }
 

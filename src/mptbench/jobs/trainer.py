@@ -133,6 +133,7 @@ class Trainer:
         dtypes = {r.policy.name: r.policy.compute_dtype for r in runs}
         for arm in finished.result.arms:
             arm.cpu_percent = finished.cpu_percent
+            arm.process_phases_s = dict(finished.result.phases_s)
             if finished.kernels is not None:
                 dtype = isa.ONEDNN_DTYPES.get(dtypes.get(arm.policy, ""), "?")
                 arm.fingerprint.update(finished.kernels.facts(dtype))

@@ -58,6 +58,8 @@ class ArmResult:
     validation_first_s: float | None = None
     validation_s: list[float] = field(default_factory=list)
     validation_note: str | None = None
+    # Its process's phases (RepeatResult.phases_s), shared with the group's other arms.
+    process_phases_s: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -66,6 +68,8 @@ class RepeatResult:
 
     process: str
     arms: list[ArmResult]
+    # Where the process's wall time went, in seconds, by phase (engine/repeat.py PHASES).
+    phases_s: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

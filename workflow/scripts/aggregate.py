@@ -14,10 +14,10 @@ from mptbench.report.records import ReportError
 
 def work():
     report_dir, inputs = snakemake.params.report_dir, snakemake.input
+    outputs = {name: list(getattr(inputs, name, [])) for name in REPORTED}
     summary = write_report(
         list(inputs.records), report_dir, list(inputs.calibrations),
-        snakemake.params.ui_url or None, {name: list(getattr(inputs, name)) for name in REPORTED},
-        list(snakemake.params.include),
+        snakemake.params.ui_url or None, outputs, list(snakemake.params.include),
     )
     ours = {read_json(p).get("mlflow_run_id") for p in inputs.records}
     cells = {run: found for run, found in cell_results(summary).items() if run in ours}

@@ -132,6 +132,13 @@ def test_layers_csv_puts_each_layer_beside_the_baselines_and_adds_up_to_the_clas
     base = table[table["policy"] == "float32"]
     assert base[base["op_class"] == "conv_forward"]["ms_per_step"].sum() == 20.0
     assert set(base["layer_type"]) == {"Conv2D", "DepthwiseConv2D"}
+    # Which kernels the process ran: oneDNN's implementations where it named some, else not
+    # known where it was not asked.
+    records[0]["fingerprint"]["kernels"] = "brg_conv_fwd:avx512_core_bf16"
+    records[1]["fingerprint"].pop("kernels", None)
+    found = layers_table(records).groupby("policy")["kernels"].first()
+    assert found["float32"] == "oneDNN: brg_conv_fwd:avx512_core_bf16"
+    assert pd.isna(found["mixed_float16"])
     # A cell without a profile by layer has no rows.
     del records[1]["breakdown"]["layers"]
     assert set(layers_table(records)["policy"]) == {"float32"}
@@ -152,9 +159,11 @@ def test_the_why_names_the_layer_types_that_moved_most_with_their_class():
         ("dw", "DepthwiseConv2D", "conv_backward_input", 14.0),
         ("dw_1", "DepthwiseConv2D", "conv_backward_input", 10.0),
         ("dw", "DepthwiseConv2D", "cast", 0.2)])
+    records[1]["fingerprint"]["kernels"] = None  # oneDNN asked, and it created none
     [explained] = explain(breakdown_table(records), _summary(records), layers_table(records))
     said = explained["layer_sentence"]
     assert said.startswith("By layer, mixed_float16's ops took +5.1 ms a step")
+    assert "Its kernels: TensorFlow's own kernels (oneDNN created none)." in said
     depthwise = said.index("the 2 DepthwiseConv2D layers +7.1 ms")
     assert depthwise < said.index("the Conv2D layer -2.0 ms")
     assert "(most of it convolution backward (input), +7.0 ms)" in said

@@ -79,8 +79,19 @@ def breakdown_table(records: list[dict]) -> pd.DataFrame:
 
 LAYER_COLUMNS = [
     "experiment", *AXES, "baseline", "layer_type", "layer", "op_class", "name", "ms_per_step",
-    "ms_min", "ms_max", "baseline_ms_per_step", "ops_per_step", "op_types",
+    "ms_min", "ms_max", "baseline_ms_per_step", "ops_per_step", "op_types", "kernels",
 ]
+OWN_KERNELS = "TensorFlow's own kernels (oneDNN created none)"
+
+
+def kernels_of(record: dict) -> str | None:
+    """Which library's kernels the cell's process ran its dtype's ops in, as its fingerprint
+    says (core/isa.py Kernels): oneDNN's implementations, TensorFlow's own where oneDNN was
+    asked and created none, None where it was not asked (the user's own ONEDNN_VERBOSE)."""
+    found = record.get("fingerprint") or {}
+    if found.get("kernels"):
+        return f"oneDNN: {found['kernels']}"
+    return OWN_KERNELS if "kernels" in found else None
 
 
 def layers_table(records: list[dict]) -> pd.DataFrame:
@@ -113,6 +124,7 @@ def layers_table(records: list[dict]) -> pd.DataFrame:
                 "baseline_ms_per_step": base_ms.get((layer["layer"], layer["op_class"]), 0.0)
                 if base else None,
                 "ops_per_step": layer.get("ops"), "op_types": " ".join(layer.get("op_types", [])),
+                "kernels": kernels_of(record),
             })
     return pd.DataFrame(rows, columns=LAYER_COLUMNS)
 
@@ -212,7 +224,8 @@ def by_layer_type(rows: pd.DataFrame, threads: int) -> list[dict]:
     return sorted(out, key=lambda t: -abs(t["delta"]))
 
 
-def layer_sentence(policy: str, types: list[dict], step_ms: float, most: int = 3) -> str | None:
+def layer_sentence(policy: str, types: list[dict], step_ms: float, most: int = 3,
+                   kernels: str | None = None) -> str | None:
     """'By layer: the 17 DepthwiseConv2D layers +24 ms (most of it convolution backward
     (input), +20 ms), casts ...': the layer types whose ops moved by at least 2% of the
     baseline's profiled step, largest first, at most `most`; None where none did."""
@@ -230,6 +243,8 @@ def layer_sentence(policy: str, types: list[dict], step_ms: float, most: int = 3
     net = sum(t["delta"] for t in types)
     text = (f"By layer, {policy}'s ops took {net:+.1f} ms a step against the baseline's: "
             + "; ".join(one(t) for t in moved) + ".")
+    if kernels:
+        text += f" Its kernels: {kernels}."
     costly = [t["layer_type"] for t in moved if t["delta"] > 0 and t["layer_type"] != OUTSIDE]
     if costly and kept(policy) is None:  # the change to try: those layers in float32
         text += (f" To try: policy {policy}{KEEP}{costly[0]} (its {costly[0]} layers in "
@@ -259,19 +274,32 @@ def explain(table: pd.DataFrame, summary: pd.DataFrame,
                 "policy": policy, "comparison": _comparison(base, mine),
                 "sentence": sentence(policy, _group_ms(base), _group_ms(mine), step_ms, row),
                 "layer_types": types,
-                "layer_sentence": layer_sentence(policy, types, step_ms),
+                "layer_sentence": layer_sentence(policy, types, step_ms,
+                                                 kernels=_cell_kernels(layers, group, batch_size,
+                                                                       policy)),
             })
     return out
+
+
+def _cell_layers(layers: pd.DataFrame | None, group, batch_size, policy) -> pd.DataFrame:
+    """layers.csv's rows of one cell (none without the table)."""
+    if layers is None or layers.empty:
+        return pd.DataFrame(columns=LAYER_COLUMNS)
+    keys = dict(zip(GROUP_KEYS, group, strict=True)) | {"batch_size": batch_size,
+                                                         "policy": policy}
+    return layers[pd.concat([layers[k] == v for k, v in keys.items()], axis=1).all(axis=1)]
+
+
+def _cell_kernels(layers: pd.DataFrame | None, group, batch_size, policy) -> str | None:
+    rows = _cell_layers(layers, group, batch_size, policy)
+    found = rows["kernels"].dropna() if not rows.empty else rows
+    return str(found.iloc[0]) if len(found) else None
 
 
 def _layer_types(layers: pd.DataFrame | None, group, batch_size, policy,
                  mine: pd.DataFrame) -> list[dict]:
     """by_layer_type of one comparison's policy cell, from layers.csv's rows; [] without."""
-    if layers is None or layers.empty:
-        return []
-    keys = dict(zip(GROUP_KEYS, group, strict=True)) | {"batch_size": batch_size,
-                                                         "policy": policy}
-    rows = layers[pd.concat([layers[k] == v for k, v in keys.items()], axis=1).all(axis=1)]
+    rows = _cell_layers(layers, group, batch_size, policy)
     if rows.empty or rows["baseline_ms_per_step"].isna().all():
         return []
     threads = mine["threads"].iloc[0]

@@ -256,7 +256,7 @@ def test_a_cancelled_job_is_retried_and_a_rerun_finishes_what_was_cancelled(smok
             cancelled: list[str] = []
             for _ in range(2):  # the job, then its retry
                 cancelled.append(_slurm_job_of_a_trainer(checkout, process, set(cancelled)))
-                subprocess.run(["scancel", cancelled[-1]], check=True, timeout=30)
+                subprocess.run(["scancel", cancelled[-1]], check=True, timeout=30, env=env)
             process.wait(timeout=SMOKE_TIMEOUT_S)
         finally:
             if process.poll() is None:

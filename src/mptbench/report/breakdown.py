@@ -199,10 +199,15 @@ def _row(name: str, before: float, after: float) -> dict:
             "ratio": ratio}
 
 
-def _summary_row(summary: pd.DataFrame, group: tuple, policy, batch_size):
+def _cell_rows(table: pd.DataFrame, group, policy, batch_size) -> pd.DataFrame:
+    """A table's rows of one cell: its group, policy and batch size."""
     keys = dict(zip(GROUP_KEYS, group, strict=True))
     keys |= {"policy": policy, "batch_size": batch_size}
-    hit = summary[pd.concat([summary[k] == v for k, v in keys.items()], axis=1).all(axis=1)]
+    return table[pd.concat([table[k] == v for k, v in keys.items()], axis=1).all(axis=1)]
+
+
+def _summary_row(summary: pd.DataFrame, group: tuple, policy, batch_size):
+    hit = _cell_rows(summary, group, policy, batch_size)
     return hit.iloc[0] if not hit.empty else None
 
 
@@ -267,7 +272,9 @@ def explain(table: pd.DataFrame, summary: pd.DataFrame,
         for policy in [p for p in cells["policy"].unique() if p != baseline]:
             mine = cells[cells["policy"] == policy]
             row = _summary_row(summary, tuple(group), policy, batch_size)
-            types = _layer_types(layers, group, batch_size, policy, mine)
+            mine_layers = (_cell_rows(layers, group, policy, batch_size)
+                           if layers is not None and not layers.empty else None)
+            types = _layer_types(mine_layers, mine)
             out.append({
                 **dict(zip(GROUP_KEYS, group, strict=True)),
                 "batch_size": int(batch_size), "baseline": baseline,
@@ -275,32 +282,20 @@ def explain(table: pd.DataFrame, summary: pd.DataFrame,
                 "sentence": sentence(policy, _group_ms(base), _group_ms(mine), step_ms, row),
                 "layer_types": types,
                 "layer_sentence": layer_sentence(policy, types, step_ms,
-                                                 kernels=_cell_kernels(layers, group, batch_size,
-                                                                       policy)),
+                                                 kernels=_kernels_of_rows(mine_layers)),
             })
     return out
 
 
-def _cell_layers(layers: pd.DataFrame | None, group, batch_size, policy) -> pd.DataFrame:
-    """layers.csv's rows of one cell (none without the table)."""
-    if layers is None or layers.empty:
-        return pd.DataFrame(columns=LAYER_COLUMNS)
-    keys = dict(zip(GROUP_KEYS, group, strict=True)) | {"batch_size": batch_size,
-                                                         "policy": policy}
-    return layers[pd.concat([layers[k] == v for k, v in keys.items()], axis=1).all(axis=1)]
-
-
-def _cell_kernels(layers: pd.DataFrame | None, group, batch_size, policy) -> str | None:
-    rows = _cell_layers(layers, group, batch_size, policy)
-    found = rows["kernels"].dropna() if not rows.empty else rows
+def _kernels_of_rows(rows: pd.DataFrame | None) -> str | None:
+    """The kernels column of one cell's layers.csv rows (the cell's, the same in each)."""
+    found = rows["kernels"].dropna() if rows is not None else ()
     return str(found.iloc[0]) if len(found) else None
 
 
-def _layer_types(layers: pd.DataFrame | None, group, batch_size, policy,
-                 mine: pd.DataFrame) -> list[dict]:
-    """by_layer_type of one comparison's policy cell, from layers.csv's rows; [] without."""
-    rows = _cell_layers(layers, group, batch_size, policy)
-    if rows.empty or rows["baseline_ms_per_step"].isna().all():
+def _layer_types(rows: pd.DataFrame | None, mine: pd.DataFrame) -> list[dict]:
+    """by_layer_type of one comparison's policy cell, from its layers.csv rows; [] without."""
+    if rows is None or rows.empty or rows["baseline_ms_per_step"].isna().all():
         return []
     threads = mine["threads"].iloc[0]
     return by_layer_type(rows, int(threads) if pd.notna(threads) and threads else 1)

@@ -113,6 +113,11 @@ def runs(summary: pd.DataFrame, ui_url: str | None) -> dict:
     return table
 
 
+def _moved(delta: float) -> str | None:
+    """A difference cell's class: faster where the policy took less, slower where more."""
+    return "faster" if delta < 0 else "slower" if delta > 0 else None
+
+
 def comparison_table(explained: dict) -> dict:
     """One policy against the baseline, class by class, then the profiled and the timed step."""
     base, policy = explained["baseline"], explained["policy"]
@@ -121,7 +126,7 @@ def comparison_table(explained: dict) -> dict:
             cell("difference", small="ms"), cell(f"{base} / {policy}")]
     rows = []
     for r in explained["comparison"]["rows"]:
-        moved = "faster" if r["delta"] < 0 else "slower" if r["delta"] > 0 else None
+        moved = _moved(r["delta"])
         rows.append([
             cell(r["name"], "text"), cell(f"{r['baseline']:.3g}"), cell(f"{r['policy']:.3g}"),
             cell(f"{r['delta']:+.3g}", moved),
@@ -144,7 +149,7 @@ def layer_type_table(explained: dict, most: int = 8) -> dict | None:
             cell("moved most", "text", small="op class, ms")]
     rows = []
     for t in types[:most]:
-        moved = "faster" if t["delta"] < 0 else "slower" if t["delta"] > 0 else None
+        moved = _moved(t["delta"])
         rows.append([
             cell(t["layer_type"], "text"), cell(str(t["layers"])), cell(f"{t['baseline']:.3g}"),
             cell(f"{t['policy']:.3g}"), cell(f"{t['delta']:+.3g}", moved),

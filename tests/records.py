@@ -9,7 +9,8 @@ the derived ones as the report works them out. A field added to record.py is in 
 type's value (VALUES gives it a better one); a keyword that names no field raises TypeError, so
 a test of a field that was renamed or removed fails where it builds its cell.
 
-Values follow from each other where the record's do: compute_dtype and baseline from the policy,
+Values follow from each other where the record's do: compute_dtype, baseline, keras_policy,
+loss_scaling and float32_layers from the policy,
 images_per_sec from the batch size and the step, every interval's ends from its figure, log_se,
 df and host_widening; mlflow_run_id names the cell. A cell that did not end ok has none of the
 figures its repeats measure (`measured` fields) and no repeats; its reason says how it ended.
@@ -189,9 +190,10 @@ def _values(given: dict[str, Any]) -> dict[str, Any]:
     policy = policy_of_record({"policy": values["policy"],
                                "compute_dtype": given.get("compute_dtype"),
                                "baseline": given.get("baseline")})
-    for name in ("compute_dtype", "baseline"):
-        if name not in given:
-            values[name] = getattr(policy, name)
+    follows = {"compute_dtype": policy.compute_dtype, "baseline": policy.baseline,
+               "keras_policy": policy.keras_name, "loss_scaling": policy.loss_scaling,
+               "float32_layers": " ".join(policy.float32_layers) or None}
+    values |= {name: value for name, value in follows.items() if name not in given}
     if "mlflow_run_id" not in given:
         values["mlflow_run_id"] = (
             f"run-{values['device']}-{values['policy']}-{values['batch_size']}")

@@ -22,6 +22,7 @@ from mptbench.core.host import HOST_TOLERANCE
 from mptbench.core.outcomes import Outcome
 from mptbench.report import choice as choices
 from mptbench.report.choice import Choice, memory_check, within
+from mptbench.report.recipe import recipe
 from mptbench.report.summary import baseline_name
 
 # Where an answer is: summary.csv's columns that name it.
@@ -41,6 +42,7 @@ class Answer:
     choice: Choice
     lead: str
     details: tuple[str, ...]
+    recipe: str | None = None  # the chosen configuration in a user's code (report/recipe.py)
 
     @property
     def where(self) -> tuple[str, str, str]:
@@ -147,8 +149,16 @@ def _times(rows: pd.DataFrame, before: pd.Series | None, after: pd.Series | None
     return f"; {run_words(rows)}: {first} → {then}"
 
 
+def _unlearned(row: pd.Series) -> str:
+    """'; parity not checked' where the configuration to use has no parity verdict that says
+    it learns: the lead never leaves that unsaid."""
+    verdict = row.get("parity_verdict")
+    return "" if isinstance(verdict, str) and verdict in LEARNED else "; parity not checked"
+
+
 def lead(c: Choice, rows: pd.DataFrame, baseline: str | None) -> str:
-    """At most about 25 words: the decision, the factor with its interval, the whole run."""
+    """At most about 25 words: the decision, the factor with its interval, the whole run, and
+    for a policy to use, "parity not checked" where no parity check said it learns."""
     name = baseline or "the baseline"
     if c.decision == choices.NOTHING:
         return f"No answer: no cell ran ok, fit and learned no worse than {name}."
@@ -166,7 +176,7 @@ def lead(c: Choice, rows: pd.DataFrame, baseline: str | None) -> str:
     if c.decision == choices.USE:
         factor = (_ratio(c.paired.estimate, at_base) if c.by_pair
                   else _ratio(c.estimate, f"{name}'s best"))
-        return f"Use {mine}: {factor}{_times(rows, c.base, c.top)}."
+        return f"Use {mine}: {factor}{_times(rows, c.base, c.top)}{_unlearned(c.chosen)}."
     if c.decision == choices.UNJUDGED:  # one process a cell: no spread, so no interval
         return (f"No verdict: {mine} runs {c.estimate.value:.2f}× {name}'s best, with no "
                 f"interval to judge by{_times(rows, c.base, c.top)}.")
@@ -334,7 +344,7 @@ def answer_of(key: tuple[str, str, str], rows: pd.DataFrame, several_machines: b
     baseline = named or "the baseline"
     found = choices.choose(key, rows, baseline)
     said = f"{_where(key, several_machines)}: {lead(found, rows, named)}"
-    return Answer(found, said, details(found, rows, baseline))
+    return Answer(found, said, details(found, rows, baseline), recipe(found))
 
 
 def answers(summary: pd.DataFrame) -> list[Answer]:

@@ -122,11 +122,19 @@ def metrics_and_tags(summary: pd.DataFrame) -> tuple[dict[str, float], dict[str,
     return metrics, tags
 
 
+def _recipe_lines(recipe: str | None) -> list[str]:
+    if not recipe:
+        return []
+    return ["  In your own code:", *(f"    {line}".rstrip() for line in recipe.splitlines())]
+
+
 def headline_lines(summary: pd.DataFrame) -> list[str]:
     """headline.txt, what a finished run prints after where to look: each answer's lead, its
-    details one sentence a line, indented under it; where variants capped the instruction set,
-    what each generation bought (report/variants.py); then a line per group."""
-    said = [line for a in answers(summary) for line in (a.lead, *(f"  {d}" for d in a.details))]
+    details one sentence a line, indented under it, then the lines that reproduce its choice in
+    the user's code (report/recipe.py); where variants capped the instruction set, what each
+    generation bought (report/variants.py); then a line per group."""
+    said = [line for a in answers(summary)
+            for line in (a.lead, *(f"  {d}" for d in a.details), *_recipe_lines(a.recipe))]
     bought = [f"{g['title']}: {sentence}" for g in generations(summary)
               for sentence in g["sentences"]]
     return [*said, *bought, *lines(summary)]

@@ -27,6 +27,12 @@ def test_the_probe_times_two_batch_sizes(tf, prepared32):
     # A limit no step can meet: the probe stops after its first step at the smaller size.
     stopped = _probe(tf, prepared32, max_step_seconds=1e-6)
     assert [len(p.steps_s) for p in stopped.points] == [1]
+    # Steps that took probe_seconds already end a batch size's under the fast plan (one step
+    # at least), and both sizes are still timed; the full plan times every step.
+    enough = _probe(tf, prepared32, max_step_seconds=None, probe_seconds=1e-6, plan="fast")
+    assert [len(p.steps_s) for p in enough.points] == [1, 1]
+    full = _probe(tf, prepared32, max_step_seconds=None, probe_seconds=1e-6, plan="full")
+    assert [len(p.steps_s) for p in full.points] == [3, 3]
 
 
 def test_a_step_the_device_refuses_is_the_probes_outcome_in_onednns_words(

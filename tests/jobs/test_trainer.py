@@ -65,3 +65,26 @@ def test_a_probe_whose_trainer_aborted_on_a_refused_kernel_is_that_outcome(tmp_p
     probe = trainer.probe(str(prepared))
     assert (probe.outcome, probe.reason, probe.points) == ("unsupported", said, [])
     assert (probe.policy, probe.image_size) == ("mixed_bfloat16", 16)
+
+
+def test_a_group_timing_its_baseline_alone_is_profiled_only_under_the_full_plan(
+        tmp_path, monkeypatch):
+    """The why explains a policy against the baseline in the processes they shared: under
+    the fast plan a group whose other policies all left (over budget, failed) pays for no
+    profile; a compared group, or the full plan, profiles the first profile_repeats."""
+    jobs = []
+    monkeypatch.setattr(Engine, "launch", lambda self, job, *args: jobs.append(job) or Finished(
+        result=RepeatResult("p", [ArmResult(job.repeat, r.policy.name, {}, outcome="ok")
+                                  for r in job.runs])))
+
+    def profiled(plan, policies, repeat=0):
+        runs = [smoke_cell_run(p, plan=plan, profile_repeats=2) for p in policies]
+        trainer = Trainer("python", runs, [str(tmp_path / f"{p}.json") for p in policies],
+                          [str(tmp_path / f"{p}.profile") for p in policies], keep=False)
+        trainer.repeat("p.json", repeat, runs)
+        return [d is not None for d in jobs[-1].profile_dirs]
+
+    assert profiled("fast", ["float32"]) == [False]
+    assert profiled("full", ["float32"]) == [True]
+    assert profiled("fast", ["float32", "mixed_float16"]) == [True, True]
+    assert profiled("fast", ["float32", "mixed_float16"], repeat=2) == [False, False]

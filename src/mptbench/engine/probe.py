@@ -16,7 +16,10 @@ from mptbench.engine.models import build_model, jit_setting
 PROBE_STEPS = 3  # timed steps per probe batch size (after one that compiles); their median
 
 
-def time_steps(model, x, y, batch_size: int, limit: float | None) -> ProbePoint:
+def time_steps(model, x, y, batch_size: int, limit: float | None,
+               enough: float | None = None) -> ProbePoint:
+    """PROBE_STEPS steps after the one that compiles, fewer once they took `enough` seconds
+    (one at least) or one took over `limit`; their median."""
     started = time.perf_counter()
     model.train_on_batch(x, y)  # traces and compiles
     first = time.perf_counter() - started
@@ -27,6 +30,8 @@ def time_steps(model, x, y, batch_size: int, limit: float | None) -> ProbePoint:
         steps.append(time.perf_counter() - started)
         if limit and steps[-1] > limit:
             break  # one step over the limit is all the probe needs to know
+        if enough and sum(steps) >= enough:
+            break
     return ProbePoint(batch_size, first, steps, statistics.median(steps))
 
 
@@ -46,7 +51,9 @@ def probe_cell(session: Session, job: ProbeJob, prepared: dict) -> ProbeResult:
         for batch_size in run.train.probe_batch_sizes:
             x, y = random_batch(run.seed, batch_size, input_shape, num_classes,
                                 run.model.one_hot_labels)
-            found.points.append(time_steps(model, to_tensor(x), to_tensor(y), batch_size, limit))
+            enough = run.train.probe_seconds if run.train.plan == "fast" else None
+            found.points.append(
+                time_steps(model, to_tensor(x), to_tensor(y), batch_size, limit, enough))
             if limit and found.points[-1].step_s > limit:
                 break  # a larger batch is only slower
     except Exception as exc:  # noqa: BLE001 - a known outcome is the probe's, others raised

@@ -78,7 +78,8 @@ class Trainer:
     def repeat(self, prepared: str, repeat: int, runs: list[Run]) -> RepeatResult | Death:
         """One repeat of `runs` (the arms still timing); or, when the trainer died, how. The
         first train.repeats (the first stage) time the input and run the synthetic twins; the
-        first train.profile_repeats are profiled. The processes added for precision only time
+        first train.profile_repeats are profiled (under train.plan fast, where a policy is
+        timed against the baseline). The processes added for precision only time
         steps: what they are for is the speedup's interval."""
         kept = self._kept_process(repeat, runs)
         if kept is not None:
@@ -118,7 +119,9 @@ class Trainer:
 
     def _launch(self, prepared: str, repeat: int, runs: list[Run]) -> RepeatResult | Death:
         train = runs[0].train
-        profiled = repeat < train.profile_repeats
+        # Under plan fast a group timing its baseline alone has no comparison to explain.
+        compares = any(not r.policy.baseline for r in runs)
+        profiled = repeat < train.profile_repeats and (compares or train.plan == "full")
         dirs = tuple(self.profile_dirs.get(r.policy.name) if profiled else None for r in runs)
         job = RepeatJob(str(self.out), tuple(runs), prepared, repeat, dirs, str(self.progress),
                         twins=repeat < train.repeats, predicted_s=dict(self.predicted_s))

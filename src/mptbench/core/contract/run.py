@@ -303,6 +303,9 @@ class TrainConfig:
         maxItems=2,
         message="needs two batch sizes, the smaller first (e.g. [4, 32])",
     )
+    probe_seconds: float | None = setting(
+        "under plan fast, a probe batch size's steps end once they took this long", **POSITIVE
+    )
     validate: bool = setting("evaluate on the validation split after each epoch")
     validation_steps: int = setting(
         "validation batches timed per process, after a first that compiles; 0: none", minimum=0
@@ -321,6 +324,12 @@ class TrainConfig:
         "fewer, where that many would take longer", **POSITIVE
     )
     profile_repeats: int = setting("the processes that profile, the first ones", **COUNT)
+    plan: str = setting(
+        "fast: profile only groups that compare a policy with the baseline, and end a probe "
+        "batch size's steps after probe_seconds; full: profile every group, probe every step",
+        allowed=("fast", "full"),
+        message="is fast or full",
+    )
     kill_above_mb: int | None = setting(
         "the trainer is killed past this resident memory (MB), recorded as oom", minimum=256
     )

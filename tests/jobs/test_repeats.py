@@ -11,7 +11,7 @@ from mptbench.core.contract import ArmResult, RepeatResult
 from mptbench.core.policies import Policy
 from mptbench.core.stats import half_width_after, verdict
 from mptbench.jobs.host import Reference
-from mptbench.jobs.repeats import futile, measure, measure_series, speedups
+from mptbench.jobs.repeats import futile, measure, measure_series, processes_why, speedups
 from mptbench.jobs.series import _why_no_more
 from mptbench.jobs.trainer import Death
 
@@ -62,6 +62,10 @@ def test_a_spread_first_stage_asks_for_more_processes_up_to_the_most():
     trainer = Trainer([_process(1.0, 0.97), _process(1.0, 1.03), _process(1.0, 1.0)] * 2)
     measured = measure(trainer, "p.json", runs)
     assert measured.repeats == 5  # Stein's plan wanted more than 5: capped
+    first = speedups({k: v[:3] for k, v in measured.results.items()}, runs)["b"]
+    found = speedups(measured.results, runs, 3)["b"]
+    assert processes_why(first, found, runs[0].train) == "most"
+    assert processes_why(first, found, runs[0].train, host_asked=True) == "host"
 
 
 def test_an_added_process_that_is_far_off_widens_the_speedup_beyond_the_plan():
@@ -90,6 +94,7 @@ def test_no_more_processes_where_even_the_most_would_stay_far_wider_than_asked()
     assert futile(first, 0.03, 5) and not futile(first, 0.07, 5)
     assert half_width_after(first, 5) == pytest.approx(0.12, abs=0.01)
     assert "no more were run" in _why_no_more(first, first, runs[0].train)
+    assert processes_why(first, first, runs[0].train) == "futile"
 
 
 def test_a_first_stage_that_settled_its_verdict_asks_for_no_more_however_wide():
@@ -100,6 +105,12 @@ def test_a_first_stage_that_settled_its_verdict_asks_for_no_more_however_wide():
     assert measured.repeats == 3 and len(trainer.calls) == 3
     found = speedups(measured.results, runs, 3)["b"]
     assert found.low > 1 and found.half_width > 0.01
+    assert processes_why(found, found, runs[0].train) == "settled"
+    # The same processes asked for ±50%: within it; with no precision asked: fixed.
+    loose = replace(runs[0].train, precision=0.5)
+    assert processes_why(found, found, loose) == "precise"
+    assert processes_why(found, found, replace(loose, precision=None)) == "fixed"
+    assert processes_why(None, None, loose) is None  # no speedup: the baseline alone
 
 
 def test_one_policy_alone_needs_only_the_repeats():

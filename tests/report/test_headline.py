@@ -118,3 +118,11 @@ def test_the_headline_and_the_sweeps_tags_open_with_the_answers_lead():
     assert metrics["answer_vs_baseline.local.m.cpu"] == pytest.approx(1.04, abs=0.005)
     assert metrics["answer_images_per_sec.local.m.cpu"] == 80.0
     assert "best_speedup.local.m.tensorflow.pypi.cpu" in metrics
+
+
+def test_the_terminal_says_per_comparison_how_many_processes_it_took_and_why_no_more():
+    base = _cell("float32", [0.0] * 5, 3, baseline=True)
+    summary = summarise([base, _cell("best", STEIN_LOGS, 3) | {"processes_why": "most"}])
+    assert lines(summary) == [
+        "m on tensorflow · pypi · cpu: 2 of 2 cells ran, 0 over budget, 0 failed",
+        "  best at batch 8: 5 processes, train.max_repeats reached"]

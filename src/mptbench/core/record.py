@@ -171,6 +171,10 @@ FIELDS: tuple[Field, ...] = (
     ),
     M("timed_samples", int, metric=True, doc="samples timed over all repeats (one per block)"),
     D("repeats", int, runs_table=True, doc="processes the cell was timed in"),
+    F("processes_why", str, runs_table=True,
+      doc="why its speedup took those processes: settled (by the first stage, at 99%), "
+      "precise (within train.precision), futile (more could not bring it near), most "
+      "(train.max_repeats), host (its slowdown asked for them all), fixed (precision null)"),
     M(
         "stopped_by",
         str,

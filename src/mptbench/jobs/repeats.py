@@ -32,6 +32,7 @@ class Measured:
     deaths: dict[str, Death] = field(default_factory=dict)
     repeats: int = 0
     seconds: float = 0.0  # the wall time of its processes (the job's other groups' apart)
+    host_asked: bool = False  # the host's slowdown asked for train.max_repeats
 
 
 def timed(results: list[ArmResult]) -> list[stats.Timed]:
@@ -178,6 +179,7 @@ class Timing:
             host_asks_more(measured.results, self.runs, fastest_ms)
         ):
             self.wanted = train.max_repeats
+            measured.host_asked = True
             print(f"{self.wanted} repeats in all: the host ran slower than its own in some of "
                   "the first ones by more than the speedup's interval allows", flush=True)
         elif self.wanted > train.repeats:
@@ -221,3 +223,30 @@ def measure(trainer: Trainer, prepared: str, runs: list[Run], reference=None) ->
 
 def _ok(arms: list[ArmResult], name: str) -> bool:
     return any(a.policy == name and a.outcome == Outcome.OK for a in arms)
+
+
+# Why a comparison took the processes it took (record field processes_why): its verdict was
+# settled by the first stage, its interval came within train.precision, more could not have
+# brought it near (futile), it reached train.max_repeats, the host's slowdown asked for them
+# all, or the plan asked for train.repeats and no more (precision null).
+SETTLED, PRECISE, FUTILE_WHY, MOST, HOST, FIXED = (
+    "settled", "precise", "futile", "most", "host", "fixed")
+
+
+def processes_why(first: stats.Estimate | None, found: stats.Estimate | None, train,
+                  host_asked: bool = False) -> str | None:
+    """One of the words above for a speedup timed `found.n` processes; None without one."""
+    if found is None:
+        return None
+    if train.precision is None:
+        return FIXED
+    if host_asked:
+        return HOST
+    if found.half_width is not None and found.half_width <= train.precision:
+        return PRECISE
+    if first is not None and settled(first):
+        return SETTLED
+    if first is not None and found.n == first.n and futile(
+            first, train.precision, train.max_repeats):
+        return FUTILE_WHY
+    return MOST

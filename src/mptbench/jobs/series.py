@@ -26,7 +26,15 @@ from mptbench.jobs.budget import assess
 from mptbench.jobs.combine import attach_breakdown, combine, model_figures
 from mptbench.jobs.fits import cell_memory
 from mptbench.jobs.host import Reference
-from mptbench.jobs.repeats import FUTILE, Measured, futile, measure_series, settled, speedups
+from mptbench.jobs.repeats import (
+    FUTILE,
+    Measured,
+    futile,
+    measure_series,
+    processes_why,
+    settled,
+    speedups,
+)
 from mptbench.jobs.tracking import CellRun, NoRun
 from mptbench.jobs.trainer import Trainer
 
@@ -217,6 +225,8 @@ def _combine(
         if name in measured.deaths:
             death = measured.deaths[name]
             record["outcome"], record["reason"] = death.outcome, death.reason
+        record["processes_why"] = processes_why(first.get(name), found.get(name), train,
+                                                measured.host_asked)
         width = found[name].half_width if name in found else None
         if train.precision and width and width > train.precision:
             # Said where a reader looks for why timing stopped: no verdict-free number.

@@ -61,8 +61,34 @@ def counts(rows: pd.DataFrame) -> dict[str, int]:
     }
 
 
+# Why a comparison took the processes it did (the record's processes_why: jobs/repeats.py).
+WHY_WORDS = {
+    "settled": "its verdict settled by the first ones (at 99%)",
+    "precise": "its interval within train.precision",
+    "futile": "more could not have brought it near train.precision",
+    "most": "train.max_repeats reached",
+    "host": "the host's slowdown asked for train.max_repeats",
+    "fixed": "train.repeats (train.precision null)",
+}
+
+
+def _processes(rows: pd.DataFrame) -> list[str]:
+    """'  mixed_float16 at batch 32: 3 processes, its verdict settled by the first ones (at
+    99%)': per comparison timed, how many processes it took and why no more."""
+    if "processes_why" not in rows:
+        return []
+    out = []
+    for _, row in rows[~is_baseline(rows)].sort_values("batch_size").iterrows():
+        why = WHY_WORDS.get(row.get("processes_why"))
+        if why and pd.notna(row.get("repeats")):
+            out.append(f"  {row['policy']} at batch {int(row['batch_size'])}: "
+                       f"{int(row['repeats'])} processes, {why}")
+    return out
+
+
 def lines(summary: pd.DataFrame) -> list[str]:
-    """One line per (machine, model, backend, variant, device): its cells' outcomes."""
+    """One line per (machine, model, backend, variant, device): its cells' outcomes; under it
+    a line per comparison timed: its processes and why no more."""
     out = []
     several = summary["machine"].nunique() > 1
     for (machine, model, backend, variant, device), rows in groups(summary):
@@ -73,6 +99,7 @@ def lines(summary: pd.DataFrame) -> list[str]:
             f"{n[Outcome.OVER_BUDGET]} over budget, {n['failed']} failed"
             + (f", {n[Outcome.UNSUPPORTED]} unsupported here" if n[Outcome.UNSUPPORTED] else "")
         )
+        out += _processes(rows)
     return out
 
 

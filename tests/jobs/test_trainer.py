@@ -77,14 +77,18 @@ def test_a_group_timing_its_baseline_alone_is_profiled_only_under_the_full_plan(
         result=RepeatResult("p", [ArmResult(job.repeat, r.policy.name, {}, outcome="ok")
                                   for r in job.runs])))
 
+    notes = []
+
     def profiled(plan, policies, repeat=0):
         runs = [smoke_cell_run(p, plan=plan, profile_repeats=2) for p in policies]
         trainer = Trainer("python", runs, [str(tmp_path / f"{p}.json") for p in policies],
                           [str(tmp_path / f"{p}.profile") for p in policies], keep=False)
-        trainer.repeat("p.json", repeat, runs)
+        notes[:] = [a.profile_note for a in trainer.repeat("p.json", repeat, runs).arms]
         return [d is not None for d in jobs[-1].profile_dirs]
 
     assert profiled("fast", ["float32"]) == [False]
+    assert notes == ["not profiled: no other policy timed beside it to explain "
+                     "(train.plan=full profiles it)"]  # the report says why it has none
     assert profiled("full", ["float32"]) == [True]
     assert profiled("fast", ["float32", "mixed_float16"]) == [True, True]
     assert profiled("fast", ["float32", "mixed_float16"], repeat=2) == [False, False]

@@ -136,6 +136,9 @@ class Trainer:
         dtypes = {r.policy.name: r.policy.compute_dtype for r in runs}
         for arm in finished.result.arms:
             arm.cpu_percent = finished.cpu_percent
+            if repeat < train.profile_repeats and not profiled and train.profile_steps:
+                arm.profile_note = ("not profiled: no other policy timed beside it to explain "
+                                    "(train.plan=full profiles it)")
             arm.process_phases_s = dict(finished.result.phases_s)
             if finished.kernels is not None:
                 dtype = isa.ONEDNN_DTYPES.get(dtypes.get(arm.policy, ""), "?")

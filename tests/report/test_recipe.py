@@ -80,7 +80,7 @@ def test_the_chosen_policy_with_float32_layers_trains_as_chosen_when_pasted_into
     cells += [cell("mixed_float16", b, 2 * ms) for b, ms in FLOAT32_MS.items()]
     [keep] = answers(summary_of(cells))
     assert keep.lead.startswith("seed_convnet on gpu0: Keep float32")
-    assert "keep_float32" not in keep.recipe
+    assert "keep_float32" not in keep.recipe and "variant" not in keep.recipe  # PyPI's
     assert f"BATCH_SIZE = {int(keep.choice.chosen['batch_size'])}" in keep.recipe
     got = _trained(keep.recipe, "build_model()")
     assert set(got["layers"].values()) == {"float32"}
@@ -106,3 +106,12 @@ def test_an_answer_that_names_no_configuration_gives_no_lines():
     [found] = answers(summary_of(cells))
     assert found.recipe is None
     assert "  In your own code:" not in headline_lines(summary_of(cells))
+
+
+def test_a_configuration_measured_on_another_build_names_it():
+    cells = [cell("float32", b, ms, variant="source_avx2",
+                  variant_description="TensorFlow built from source with AVX2 and FMA")
+             for b, ms in FLOAT32_MS.items()]
+    [found] = answers(summary_of(cells))
+    assert ("# measured with the source_avx2 variant: TensorFlow built from source with AVX2 "
+            "and FMA") in found.recipe.splitlines()

@@ -45,8 +45,13 @@ def recipe(c: Choice) -> str | None:
     policy, kept = keras_policy(row), float32_layers(row)
     batch = int(row["batch_size"])
     said = f"{row['policy']} at batch {batch} on {backend}"
+    variant = _text(row, "variant")
+    built = ([f"# measured with the {variant} variant: "
+              f"{_text(row, 'variant_description') or 'see conf/variant'}"]
+             if variant and variant != "pypi" else [])
     lines = [
         f"# mptbench's answer for {row['model']}: {said}",
+        *built,
         "import os",
         "",
         f'os.environ["KERAS_BACKEND"] = "{backend}"  # before Keras is first imported',

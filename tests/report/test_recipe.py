@@ -95,8 +95,10 @@ def test_the_headline_and_the_report_give_the_lines_under_the_answer():
     said = headline_lines(summary)
     opened = said.index("  In your own code:")
     assert said.index(found.lead) < opened
-    assert said[opened + 1:opened + 1 + len(found.recipe.splitlines())] == [
-        f"    {line}".rstrip() for line in found.recipe.splitlines()]
+    code = [line for line in found.recipe.splitlines() if line]  # blank lines left out
+    assert said[opened + 1:opened + 1 + len(code)] == [f"    {line}" for line in code]
+    _trained("\n".join(line.removeprefix("    ") for line in said[opened + 1:]
+                       if line.startswith("    ")), "keep_float32(build_model())")
     page = render_html(summary, load_published(), breakdown_table([]))
     assert "In your own code" in page and "keep_float32(build_model())" in page
 

@@ -152,7 +152,8 @@ def metrics_and_tags(summary: pd.DataFrame) -> tuple[dict[str, float], dict[str,
 def _recipe_lines(recipe: str | None) -> list[str]:
     if not recipe:
         return []
-    return ["  In your own code:", *(f"    {line}".rstrip() for line in recipe.splitlines())]
+    # Its blank lines left out: every line of an answer is indented under its lead.
+    return ["  In your own code:", *(f"    {line}" for line in recipe.splitlines() if line)]
 
 
 def headline_lines(summary: pd.DataFrame) -> list[str]:

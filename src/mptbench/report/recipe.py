@@ -36,55 +36,32 @@ def float32_layers(row: pd.Series) -> list[str]:
     return (_text(row, "float32_layers") or "").split()
 
 
-def recipe(c: Choice) -> str | None:
-    """The chosen configuration as lines of Python; None where the answer names none."""
-    if c.decision not in NAMED or c.chosen is None:
-        return None
-    row = c.chosen
-    backend = _text(row, "backend") or "tensorflow"
-    policy, kept = keras_policy(row), float32_layers(row)
-    batch = int(row["batch_size"])
-    said = f"{row['policy']} at batch {batch} on {backend}"
-    variant = _text(row, "variant")
-    built = ([f"# measured with the {variant} variant: "
-              f"{_text(row, 'variant_description') or 'see conf/variant'}"]
-             if variant and variant != "pypi" else [])
-    lines = [
-        f"# mptbench's answer for {row['model']}: {said}",
-        *built,
-        "import os",
+def _keep_lines(kept: list[str]) -> list[str]:
+    """KEEP_FLOAT32 and keep_float32(model): the layer classes rebuilt in float32."""
+    classes = ", ".join(f"keras.layers.{k}" for k in kept)
+    return [
+        f"KEEP_FLOAT32 = ({classes},)",
         "",
-        f'os.environ["KERAS_BACKEND"] = "{backend}"  # before Keras is first imported',
-        "import keras",
         "",
-        f'keras.mixed_precision.set_global_policy("{policy}")'
-        + ("  # Keras' default" if policy == "float32" else ""),
-        f"BATCH_SIZE = {batch}",
+        "def keep_float32(model):",
+        '    """The model again, its KEEP_FLOAT32 layers computing in float32 (new weights:',
+        '    call it before training)."""',
+        "",
+        "    def clone(layer):",
+        "        config = layer.get_config()",
+        "        if isinstance(layer, KEEP_FLOAT32):",
+        '            config["dtype"] = "float32"',
+        "        return layer.__class__.from_config(config)",
+        "",
+        "    return keras.models.clone_model(model, clone_function=clone)",
+        "",
     ]
-    if kept:
-        classes = ", ".join(f"keras.layers.{k}" for k in kept)
-        lines += [
-            f"KEEP_FLOAT32 = ({classes},)",
-            "",
-            "",
-            "def keep_float32(model):",
-            '    """The model again, its KEEP_FLOAT32 layers computing in float32 (new weights:',
-            '    call it before training)."""',
-            "",
-            "    def clone(layer):",
-            "        config = layer.get_config()",
-            "        if isinstance(layer, KEEP_FLOAT32):",
-            '            config["dtype"] = "float32"',
-            "        return layer.__class__.from_config(config)",
-            "",
-            "    return keras.models.clone_model(model, clone_function=clone)",
-            "",
-        ]
+
+
+def _model_lines(row: pd.Series, policy: str, kept: list[str]) -> list[str]:
+    """The user's model, compile and fit, as comments: what the policy asks of them."""
     build = "keep_float32(build_model())" if kept else "build_model()"
-    lines += [
-        "",
-        f"# model = {build}  # yours, built after the policy is set",
-    ]
+    lines = ["", f"# model = {build}  # yours, built after the policy is set"]
     if policy != "float32":
         lines.append('#   its last layer in float32: keras.layers.Activation("softmax", '
                      'dtype="float32")')
@@ -95,5 +72,32 @@ def recipe(c: Choice) -> str | None:
         lines.append("# model.compile(keras.optimizers.LossScaleOptimizer(optimizer), loss)")
     else:
         lines.append("# model.compile(optimizer, loss)")
-    lines.append("# model.fit(dataset.batch(BATCH_SIZE), epochs=...)")
+    return [*lines, "# model.fit(dataset.batch(BATCH_SIZE), epochs=...)"]
+
+
+def recipe(c: Choice) -> str | None:
+    """The chosen configuration as lines of Python; None where the answer names none."""
+    if c.decision not in NAMED or c.chosen is None:
+        return None
+    row = c.chosen
+    backend, policy, kept = str(row["backend"]), keras_policy(row), float32_layers(row)
+    batch = int(row["batch_size"])
+    variant = _text(row, "variant")
+    built = ([f"# measured with the {variant} variant: "
+              f"{_text(row, 'variant_description') or 'see conf/variant'}"]
+             if variant and variant != "pypi" else [])
+    lines = [
+        f"# mptbench's answer for {row['model']}: {row['policy']} at batch {batch} on {backend}",
+        *built,
+        "import os",
+        "",
+        f'os.environ["KERAS_BACKEND"] = "{backend}"  # before Keras is first imported',
+        "import keras",
+        "",
+        f'keras.mixed_precision.set_global_policy("{policy}")'
+        + ("  # Keras' default" if policy == "float32" else ""),
+        f"BATCH_SIZE = {batch}",
+        *(_keep_lines(kept) if kept else []),
+        *_model_lines(row, policy, kept),
+    ]
     return "\n".join(lines) + "\n"

@@ -325,8 +325,7 @@ class TrainConfig:
     )
     profile_repeats: int = setting("the processes that profile, the first ones", **COUNT)
     plan: str = setting(
-        "fast: profile only groups that compare a policy with the baseline, and end a probe "
-        "batch size's steps after probe_seconds; full: profile every group, probe every step",
+        "fast: skip what no verdict reads (conf/train/benchmark.yaml says what); full: all",
         allowed=("fast", "full"),
         message="is fast or full",
     )

@@ -149,11 +149,16 @@ def _times(rows: pd.DataFrame, before: pd.Series | None, after: pd.Series | None
     return f"; {run_words(rows)}: {first} → {then}"
 
 
+def _learned(row: pd.Series) -> str | None:
+    """The cell's parity verdict where it says the policy learns (a LEARNED key), else None."""
+    verdict = row.get("parity_verdict")
+    return verdict if isinstance(verdict, str) and verdict in LEARNED else None
+
+
 def _unlearned(row: pd.Series) -> str:
     """'; parity not checked' where the configuration to use has no parity verdict that says
     it learns: the lead never leaves that unsaid."""
-    verdict = row.get("parity_verdict")
-    return "" if isinstance(verdict, str) and verdict in LEARNED else "; parity not checked"
+    return "" if _learned(row) else "; parity not checked"
 
 
 def lead(c: Choice, rows: pd.DataFrame, baseline: str | None) -> str:
@@ -240,9 +245,8 @@ def _checks(c: Choice, rows: pd.DataFrame, baseline: str) -> str | None:
     said = f"{configuration(row, rows)}{memory}"
     if c.decision in (choices.KEEP, choices.BASELINE_ONLY):
         return f"{said}."
-    verdict = row.get("parity_verdict")
-    learns = (LEARNED[verdict].format(baseline=baseline)
-              if isinstance(verdict, str) and verdict in LEARNED else "parity not checked")
+    verdict = _learned(row)
+    learns = LEARNED[verdict].format(baseline=baseline) if verdict else "parity not checked"
     return f"{said}; {learns}."
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from mptbench.core.policies import policy_of_record
 from mptbench.report.choice import BASELINE_ONLY, KEEP, USE, Choice
 
 # The decisions that name a configuration to train with.
@@ -23,12 +24,8 @@ def _text(row: pd.Series, column: str) -> str | None:
 
 def keras_policy(row: pd.Series) -> str:
     """Keras' name for the cell's policy (its record's keras_policy; records from before it
-    was kept: float32, or mixed_<compute dtype>)."""
-    named = _text(row, "keras_policy")
-    if named:
-        return named
-    dtype = _text(row, "compute_dtype") or "float32"
-    return dtype if dtype == "float32" else f"mixed_{dtype}"
+    was kept: the policy its facts make, core/policies.py policy_of_record)."""
+    return _text(row, "keras_policy") or policy_of_record(row.to_dict()).keras_name
 
 
 def float32_layers(row: pd.Series) -> list[str]:

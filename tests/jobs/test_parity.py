@@ -8,7 +8,7 @@ import pytest
 from workflow_helpers import smoke_cell_run
 
 from mptbench.core.contract import ParityRun, ProbeResult
-from mptbench.jobs.parity import end_loss, parity, plan, verdict
+from mptbench.jobs.parity import end_loss, fastest_batches, parity, plan, verdict
 
 
 def _run(policy, losses, seed=0, **kw):
@@ -93,3 +93,57 @@ def test_a_policy_whose_probe_was_refused_is_left_out_with_the_probes_words():
     assert [r.policy.name for r in kept] == ["float32"]
     assert left_out == {
         "mixed_bfloat16": "its probe: unsupported: oneDNN: could not create a primitive"}
+
+
+def _timed(policy, batch, images_per_sec, outcome="ok", fits=True):
+    return {"policy": policy, "batch_size": batch, "images_per_sec": images_per_sec,
+            "outcome": outcome, "fits_at_batch": fits}
+
+
+def test_under_the_fast_plan_a_policy_is_checked_at_its_fastest_batch_alone(
+        tmp_path, monkeypatch):
+    """The answer names a policy at its fastest batch: the check runs there and nowhere else;
+    a cell that failed or did not fit is no candidate, and a group with no candidate left is
+    not run at all, saying why policy by policy."""
+    records = [_timed("float32", 4, 150.0), _timed("float32", 8, 210.0),
+               _timed("mixed_float16", 4, 160.0), _timed("mixed_float16", 8, 205.0),
+               _timed("mixed_bfloat16", 4, 120.0), _timed("mixed_bfloat16", 8, 900.0, fits=False),
+               _timed("mixed_bfloat16", 16, 990.0, outcome="oom")]
+    assert fastest_batches(records) == {"float32": 8, "mixed_float16": 8, "mixed_bfloat16": 4}
+    at = {b: [smoke_cell_run(p, batch_size=b) for p in
+              ("float32", "mixed_float16", "mixed_bfloat16")] for b in (4, 8)}
+    fastest = fastest_batches(records)
+    kept, left_out = plan(at[8], 30, None, {}, fastest)
+    assert [r.policy.name for r in kept] == ["float32", "mixed_float16"]
+    assert left_out == {"mixed_bfloat16": "not the answer's candidate: its fastest batch in the "
+                                          "timing is 4 (train.plan=full checks every group)"}
+    kept, left_out = plan(at[4], 30, None, {}, fastest)
+    assert [r.policy.name for r in kept] == ["float32", "mixed_bfloat16"]
+    assert list(left_out) == ["mixed_float16"]
+    # No candidate in the group: nothing is trained, and the file says why.
+    lone = fastest | {"mixed_bfloat16": 8}
+    assert [r.policy.name for r in plan(at[4], 30, None, {}, lone)[0]] == ["float32"]
+    out = tmp_path / "parity.json"
+    found = parity("no-such-python", at[4], "unused.json", str(out), steps=30,
+                   records=[*records[:5], _timed("mixed_bfloat16", 8, 300.0)])
+    assert found["outcome"].startswith("not run: mixed_float16: not the answer's candidate")
+    assert json.loads(out.read_text())["left_out"].keys() == {"mixed_float16", "mixed_bfloat16"}
+    # The full plan checks every group whatever the timing said: all three are trained.
+    full = [replace(r, train=replace(r.train, plan="full")) for r in at[4]]
+    launched = []
+
+    class Launched(Exception):
+        pass
+
+    class Engine:
+        def __init__(self, python, env):
+            pass
+
+        def launch(self, job, result, limit):
+            launched.append([r.policy.name for r in job.runs])
+            raise Launched
+
+    monkeypatch.setattr("mptbench.jobs.parity.Engine", Engine)
+    with pytest.raises(Launched):
+        parity("python", full, "unused.json", str(out), steps=30, records=records)
+    assert launched == [["float32", "mixed_float16", "mixed_bfloat16", "float32"]]

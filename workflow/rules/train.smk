@@ -121,10 +121,12 @@ rule fits:
 rule parity:
     # Does it still learn: each policy of a comparison group from the baseline's seed and data
     # order, train.parity_steps steps, and the baseline from a second seed for its own spread.
+    # After the series' timing: under train.plan fast, for the answer's candidates alone.
     input:
         prepared=PREPARED,
         env=layout.VARIANT_ENV,
         probes=probes_of_group,
+        records=SERIES_RECORDS,
     output:
         layout.OUTPUTS["parity"],
     log:

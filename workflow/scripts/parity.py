@@ -20,7 +20,7 @@ def work():
     parity(
         python, [decode(Run, r).installed(installed) for r in snakemake.params.runs],
         snakemake.input.prepared, snakemake.output[0], settings["steps"], settings["budget_s"],
-        {p.policy: p for p in probes},
+        {p.policy: p for p in probes}, [read_json(r) for r in snakemake.input.records],
     )
 
 

@@ -11,6 +11,11 @@ Each run's end loss is the mean of its last tenth of steps (5 at least). A polic
 Under dynamic loss scaling, the scale's path and the steps skipped for non-finite gradients are
 kept beside. A policy whose run the probe predicts over train.parity_budget_s is left out, with
 why.
+
+Under train.plan fast the check runs after the timing, for the answer's candidates alone: each
+policy at its fastest batch (the configuration the answer would name for it, and the one its
+next-best is measured against), so a group none of whose policies is at its fastest there is
+not run, and says why (train.plan=full checks every group).
 """
 
 from __future__ import annotations
@@ -90,12 +95,46 @@ def verdict(run: ParityRun, baseline: ParityRun, spread: ParityRun | None) -> di
     return figures | {"verdict": f"ends {side}", "why": "beyond its seed-to-seed spread"}
 
 
+def fastest_batches(records: list[dict]) -> dict[str, int]:
+    """Each policy's fastest batch among its series' cells that ran ok and fit (the most
+    images per second): where the answer would name it."""
+    best: dict[str, tuple[float, int]] = {}
+    for record in records:
+        speed = record.get("images_per_sec")
+        if (record.get("outcome") != Outcome.OK or record.get("fits_at_batch") is False
+                or not speed):
+            continue
+        policy = record["policy"]
+        if policy not in best or speed > best[policy][0]:
+            best[policy] = (speed, int(record["batch_size"]))
+    return {policy: batch for policy, (_, batch) in best.items()}
+
+
+def not_candidate(run: Run, fastest: dict[str, int] | None) -> str | None:
+    """Why a policy's parity run is not one of the answer's candidates (None: it is, or no
+    records were given to tell)."""
+    if fastest is None or run.policy.baseline:
+        return None
+    batch = fastest.get(run.policy.name)
+    if batch is None:
+        return "no cell of it ran ok and fit in the timing (train.plan=full checks it)"
+    if batch != run.cell.batch_size:
+        return (f"not the answer's candidate: its fastest batch in the timing is {batch} "
+                "(train.plan=full checks every group)")
+    return None
+
+
 def plan(runs: list[Run], steps: int, budget_s: float | None,
-         probes: dict[str, ProbeResult]) -> tuple[list[Run], dict[str, str]]:
-    """The runs that fit train.parity_budget_s by their probe's prediction, and why others
-    do not."""
+         probes: dict[str, ProbeResult],
+         fastest: dict[str, int] | None = None) -> tuple[list[Run], dict[str, str]]:
+    """The runs that are the answer's candidates (given `fastest`, each policy's fastest
+    batch) and fit train.parity_budget_s by their probe's prediction, and why others do
+    not."""
     kept, left_out = [], {}
     for run in runs:
+        if why := not_candidate(run, fastest):
+            left_out[run.policy.name] = why
+            continue
         probe = probes.get(run.policy.name)
         if probe and probe.outcome != Outcome.OK:
             left_out[run.policy.name] = f"its probe: {probe.outcome}: {probe.reason}"
@@ -120,11 +159,15 @@ def parity(
     steps: int,
     budget_s: float | None = None,
     probes: dict[str, ProbeResult] | None = None,
+    records: list[dict] | None = None,
 ) -> dict[str, Any]:
-    """Train and compare the group's policies (the baseline first); write the comparison."""
+    """Train and compare the group's policies (the baseline first); write the comparison.
+    With the series' timing `records` under train.plan fast, the answer's candidates alone."""
     base = next(r for r in runs if r.policy.baseline)
     others = [r for r in runs if not r.policy.baseline]
-    kept, left_out = plan([base, *others], steps, budget_s, probes or {})
+    fastest = (fastest_batches(records)
+               if records is not None and base.train.plan == "fast" else None)
+    kept, left_out = plan([base, *others], steps, budget_s, probes or {}, fastest)
     result: dict[str, Any] = {
         **{k: v for k, v in encode(base.cell).items() if k != "policy"},
         "baseline": base.policy.name, "steps": steps, "left_out": left_out, "policies": {},

@@ -74,7 +74,8 @@ def learning_sections(parity: list[dict]) -> list[dict[str, Any]]:
             for name, why in (p.get("left_out") or {}).items():
                 notes.append(f"{name} at batch {p['batch_size']}: {why}")
             if p.get("outcome") != Outcome.OK:
-                notes.append(f"batch {p['batch_size']}: {p.get('outcome')}")
+                if not p.get("left_out"):  # else each policy's why is said above
+                    notes.append(f"batch {p['batch_size']}: {p.get('outcome')}")
                 continue
             for name, figures in p["policies"].items():
                 if figures["verdict"] != "baseline":
@@ -92,8 +93,8 @@ def learning_figure(found: list[dict], title: str) -> bytes:
     fig, axes = plt.subplots(1, max(1, len(ran)), figsize=(5 * max(1, len(ran)), 3.6),
                              squeeze=False)
     if not ran:
-        axes[0][0].text(0.5, 0.5, "not run (train.parity_steps=0, or over the budget)",
-                        ha="center", transform=axes[0][0].transAxes)
+        axes[0][0].text(0.5, 0.5, "not run (train.parity_steps=0, over the budget, or no "
+                        "candidate)", ha="center", transform=axes[0][0].transAxes)
         axes[0][0].axis("off")
     for ax, p in zip(axes[0], ran, strict=False):
         for i, run in enumerate(p["runs"]):

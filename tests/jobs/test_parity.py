@@ -110,6 +110,11 @@ def test_under_the_fast_plan_a_policy_is_checked_at_its_fastest_batch_alone(
                _timed("mixed_bfloat16", 4, 120.0), _timed("mixed_bfloat16", 8, 900.0, fits=False),
                _timed("mixed_bfloat16", 16, 990.0, outcome="oom")]
     assert fastest_batches(records) == {"float32": 8, "mixed_float16": 8, "mixed_bfloat16": 4}
+    # Without the search's word at a batch, one above the largest that fit does not fit.
+    beyond = {"policy": "mixed_float16", "batch_size": 16, "images_per_sec": 999.0,
+              "outcome": "ok", "largest_fit_batch": 8}
+    assert fastest_batches([*records, beyond])["mixed_float16"] == 8
+    assert fastest_batches([*records, beyond | {"largest_fit_batch": 16}])["mixed_float16"] == 16
     at = {b: [smoke_cell_run(p, batch_size=b) for p in
               ("float32", "mixed_float16", "mixed_bfloat16")] for b in (4, 8)}
     fastest = fastest_batches(records)

@@ -13,9 +13,9 @@ kept beside. A policy whose run the probe predicts over train.parity_budget_s is
 why.
 
 Under train.plan fast the check runs after the timing, for the answer's candidates alone: each
-policy at its fastest batch (the configuration the answer would name for it, and the one its
-next-best is measured against), so a group none of whose policies is at its fastest there is
-not run, and says why (train.plan=full checks every group).
+policy at its fastest batch (the configuration the answer would name for it), so a group none
+of whose policies is at its fastest there is not run, and says why (train.plan=full checks
+every group).
 """
 
 from __future__ import annotations
@@ -95,14 +95,22 @@ def verdict(run: ParityRun, baseline: ParityRun, spread: ParityRun | None) -> di
     return figures | {"verdict": f"ends {side}", "why": "beyond its seed-to-seed spread"}
 
 
+def _fits(record: dict) -> bool:
+    """As the answer's choice reads it: the search's word at this batch, else a batch no
+    larger than the largest that fit, else (no search) yes."""
+    if record.get("fits_at_batch") is not None:
+        return bool(record["fits_at_batch"])
+    largest = record.get("largest_fit_batch")
+    return largest is None or int(record["batch_size"]) <= int(largest)
+
+
 def fastest_batches(records: list[dict]) -> dict[str, int]:
     """Each policy's fastest batch among its series' cells that ran ok and fit (the most
     images per second): where the answer would name it."""
     best: dict[str, tuple[float, int]] = {}
     for record in records:
         speed = record.get("images_per_sec")
-        if (record.get("outcome") != Outcome.OK or record.get("fits_at_batch") is False
-                or not speed):
+        if record.get("outcome") != Outcome.OK or not _fits(record) or not speed:
             continue
         policy = record["policy"]
         if policy not in best or speed > best[policy][0]:

@@ -438,6 +438,18 @@ STRUCTURAL = {
 REQUIRED = ("device", "policy", "batch_size", "outcome")
 
 
+def fit_at(batch_size: int, fits_at_batch: bool | None, largest_fit_batch: int | None
+           ) -> bool | None:
+    """Whether a cell's batch fit in the fits search (True, False), None where no search
+    covered it: the search's word at this batch, else the batch against the largest that fit
+    (None: not given)."""
+    if fits_at_batch is not None:
+        return bool(fits_at_batch)
+    if largest_fit_batch is not None:
+        return int(batch_size) <= int(largest_fit_batch)
+    return None
+
+
 def interval(prefix: str, estimate: Estimate, scale: float = 1.0) -> dict[str, Any]:
     """The columns an interval is kept in: its ends (`scale` times the estimate's: 1000 for
     ms) and what recomputes them at any confidence, value·exp(±t(df)·log_se): the standard

@@ -28,6 +28,7 @@ from typing import Any
 from mptbench.core.contract import ParityJob, ParityResult, ParityRun, ProbeResult, Run, encode
 from mptbench.core.files import write_json
 from mptbench.core.outcomes import Outcome
+from mptbench.core.record import fit_at
 from mptbench.jobs import memory
 from mptbench.jobs.budget import predict
 from mptbench.jobs.launcher import Engine, run_environment
@@ -95,22 +96,15 @@ def verdict(run: ParityRun, baseline: ParityRun, spread: ParityRun | None) -> di
     return figures | {"verdict": f"ends {side}", "why": "beyond its seed-to-seed spread"}
 
 
-def _fits(record: dict) -> bool:
-    """As the answer's choice reads it: the search's word at this batch, else a batch no
-    larger than the largest that fit, else (no search) yes."""
-    if record.get("fits_at_batch") is not None:
-        return bool(record["fits_at_batch"])
-    largest = record.get("largest_fit_batch")
-    return largest is None or int(record["batch_size"]) <= int(largest)
-
-
 def fastest_batches(records: list[dict]) -> dict[str, int]:
     """Each policy's fastest batch among its series' cells that ran ok and fit (the most
     images per second): where the answer would name it."""
     best: dict[str, tuple[float, int]] = {}
     for record in records:
         speed = record.get("images_per_sec")
-        if record.get("outcome") != Outcome.OK or not _fits(record) or not speed:
+        fits = fit_at(record["batch_size"], record.get("fits_at_batch"),
+                      record.get("largest_fit_batch"))
+        if record.get("outcome") != Outcome.OK or fits is False or not speed:
             continue
         policy = record["policy"]
         if policy not in best or speed > best[policy][0]:

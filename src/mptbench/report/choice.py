@@ -37,6 +37,7 @@ import pandas as pd
 
 from mptbench.core import stats
 from mptbench.core.outcomes import Outcome
+from mptbench.core.record import fit_at
 from mptbench.core.stats import Verdict
 from mptbench.report.summary import CELL_KEYS, estimate_of, is_baseline
 
@@ -119,11 +120,8 @@ class Choice:
 def memory_check(row: pd.Series) -> bool | None:
     """Whether the cell's batch fit in the fits search (True, False), None where no search
     covered it."""
-    if pd.notna(row.get("fits_at_batch")):
-        return bool(row["fits_at_batch"])
-    if pd.notna(row.get("largest_fit_batch")):
-        return int(row["batch_size"]) <= int(row["largest_fit_batch"])
-    return None
+    given = {k: row.get(k) for k in ("fits_at_batch", "largest_fit_batch")}
+    return fit_at(row["batch_size"], **{k: v if pd.notna(v) else None for k, v in given.items()})
 
 
 def within(row: pd.Series) -> str:

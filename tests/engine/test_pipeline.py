@@ -25,3 +25,17 @@ def test_input_pipeline_scales_shuffles_and_batches(prepared32):
     assert shuffle_buffer(1000, 12895, 32) == 1000
     val = input_pipeline(tf, prepared32, "validation", 8, cfg, seed=0, training=False)
     assert sum(int(b[0].shape[0]) for b in val) == 20  # validation keeps its last, short batch
+
+
+def test_random_data_feeds_the_step_traced_for_the_cells_own(tf, prepared32):
+    """The synthetic twin's in-memory batch has the element spec of the cell's training data
+    (dtypes and shapes), so its fit reuses the step TensorFlow traced for the real one rather
+    than tracing and optimising it again."""
+    from workflow_helpers import smoke_cell_run
+
+    from mptbench.engine import feed
+
+    run = smoke_cell_run()
+    real, _ = feed.cell_data(tf, run, prepared32)
+    twin = feed.in_memory(tf, run, prepared32, run.cell.batch_size)
+    assert twin.element_spec == real.element_spec

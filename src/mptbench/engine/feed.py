@@ -30,11 +30,20 @@ def random_batch(seed: int, batch_size: int, input_shape, num_classes: int, one_
     return x, y
 
 
+# The labels' dtype in the tfds cache (a ClassLabel feature): random class indices take it on
+# TensorFlow, so that a model whose steps ran on the cell's data runs random data (the synthetic
+# twin) through the same traced step. With another dtype TensorFlow traces and optimises the step
+# again for the new input: 1.5-1.9 s a policy a process for the seed convnet on a 2-core CPU.
+LABEL_DTYPE = "int64"
+
+
 def repeated(session: Session, x, y):
-    """The same batch for every step, kept where the backend computes."""
+    """The same batch for every step, kept where the backend computes (on TensorFlow, with the
+    element spec of the cell's own training data: engine/pipeline.py)."""
     if session.backend.facts.feeds == "dataset":
         tf = session.framework
-        return tf.data.Dataset.from_tensors((tf.constant(x), tf.constant(y))).repeat()
+        labels = tf.constant(y, dtype=LABEL_DTYPE if np.issubdtype(y.dtype, np.integer) else None)
+        return tf.data.Dataset.from_tensors((tf.constant(x), labels)).repeat()
     ops = session.keras.ops
     xt, yt = ops.convert_to_tensor(x), ops.convert_to_tensor(y)
 

@@ -254,8 +254,9 @@ def _twins(session: Session, arms: list[Arm], prepared: dict, job: RepeatJob) ->
     for arm in arms:
         run = arm.run
         timed = min(len(arm.result.step_s), run.train.synthetic_max_steps)
-        # The model is warm already; a few steps let the new input's function trace settle.
-        warmup = max(2, run.train.warmup_steps)
+        # The model is warm, and its traced step is the real steps' own (the twin's data has
+        # their element spec: engine/feed.py); one step lets the new input settle.
+        warmup = 1
         clocks[arm.name] = timing.StepClock(
             warmup, timed, min(timed, run.train.min_timed_steps), None
         )

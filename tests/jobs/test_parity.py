@@ -7,8 +7,15 @@ from dataclasses import replace
 import pytest
 from workflow_helpers import smoke_cell_run
 
-from mptbench.core.contract import ParityRun, ProbeResult
-from mptbench.jobs.parity import end_loss, fastest_batches, parity, plan, verdict
+from mptbench.core.contract import ParityRun, ProbePoint, ProbeResult
+from mptbench.jobs.parity import (
+    end_loss,
+    fastest_batches,
+    measured_steps,
+    parity,
+    plan,
+    verdict,
+)
 
 
 def _run(policy, losses, seed=0, **kw):
@@ -89,9 +96,9 @@ def test_a_policy_whose_probe_was_refused_is_left_out_with_the_probes_words():
     runs = [smoke_cell_run("float32"), smoke_cell_run("mixed_bfloat16")]
     refused = ProbeResult("tensorflow", "pypi", "cpu", "mixed_bfloat16", 16, [],
                           outcome="unsupported", reason="oneDNN: could not create a primitive")
-    kept, left_out = plan(runs, 30, None, {"mixed_bfloat16": refused})
-    assert [r.policy.name for r in kept] == ["float32"]
-    assert left_out == {
+    chosen = plan(runs, 30, None, {"mixed_bfloat16": refused})
+    assert [r.policy.name for r in chosen.kept] == ["float32"]
+    assert chosen.left_out == {
         "mixed_bfloat16": "its probe: unsupported: oneDNN: could not create a primitive"}
 
 
@@ -118,16 +125,16 @@ def test_under_the_fast_plan_a_policy_is_checked_at_its_fastest_batch_alone(
     at = {b: [smoke_cell_run(p, batch_size=b) for p in
               ("float32", "mixed_float16", "mixed_bfloat16")] for b in (4, 8)}
     fastest = fastest_batches(records)
-    kept, left_out = plan(at[8], 30, None, {}, fastest)
-    assert [r.policy.name for r in kept] == ["float32", "mixed_float16"]
-    assert left_out == {"mixed_bfloat16": "not the answer's candidate: its fastest batch in the "
-                                          "timing is 4 (train.plan=full checks every group)"}
-    kept, left_out = plan(at[4], 30, None, {}, fastest)
-    assert [r.policy.name for r in kept] == ["float32", "mixed_bfloat16"]
-    assert list(left_out) == ["mixed_float16"]
+    chosen = plan(at[8], 30, None, {}, fastest)
+    assert [r.policy.name for r in chosen.kept] == ["float32", "mixed_float16"]
+    assert chosen.left_out == {"mixed_bfloat16": "not the answer's candidate: its fastest batch "
+                               "in the timing is 4 (train.plan=full checks every group)"}
+    chosen = plan(at[4], 30, None, {}, fastest)
+    assert [r.policy.name for r in chosen.kept] == ["float32", "mixed_bfloat16"]
+    assert list(chosen.left_out) == ["mixed_float16"]
     # No candidate in the group: nothing is trained, and the file says why.
     lone = fastest | {"mixed_bfloat16": 8}
-    assert [r.policy.name for r in plan(at[4], 30, None, {}, lone)[0]] == ["float32"]
+    assert [r.policy.name for r in plan(at[4], 30, None, {}, lone).kept] == ["float32"]
     out = tmp_path / "parity.json"
     found = parity("no-such-python", at[4], "unused.json", str(out), steps=30,
                    records=[*records[:5], _timed("mixed_bfloat16", 8, 300.0)])
@@ -152,3 +159,50 @@ def test_under_the_fast_plan_a_policy_is_checked_at_its_fastest_batch_alone(
     with pytest.raises(Launched):
         parity("python", full, "unused.json", str(out), steps=30, records=records)
     assert launched == [["float32", "mixed_float16", "mixed_bfloat16", "float32"]]
+
+
+def test_a_run_over_the_budget_trains_as_many_steps_as_fit_and_says_so(tmp_path, monkeypatch):
+    """train.parity_steps over train.parity_budget_s: the group trains as many steps as its
+    slowest run fits, by its step in the timing where one was timed (else the probe's
+    prediction), and its file says why; a run that cannot fit MIN_STEPS is left out."""
+    runs = [smoke_cell_run(p, batch_size=8) for p in ("float32", "mixed_float16")]
+    probe = ProbeResult("tensorflow", "pypi", "cpu", "mixed_float16", 16,
+                        [ProbePoint(4, 0.5, [0.5], 0.5), ProbePoint(8, 1.0, [1.0], 1.0)])
+    timed = [_timed("float32", 8, 40.0) | {"ms_per_step": 200.0},
+             _timed("mixed_float16", 8, 16.0) | {"ms_per_step": 500.0}]
+    # 60 s fits 120 of float32's 0.2 s steps and 120 of mixed_float16's 0.5 s.
+    chosen = plan(runs, 200, 60, {"mixed_float16": probe}, None, measured_steps(timed))
+    assert [r.policy.name for r in chosen.kept] == ["float32", "mixed_float16"]
+    assert chosen.steps == 120 and chosen.left_out == {}
+    assert chosen.shortened == (
+        "120 steps, not train.parity_steps=200: mixed_float16's 200 would take 100 s (its timed "
+        "step: 0.50 s a step) > train.parity_budget_s=60")
+    # Untimed, the probe predicts 1.0 s a step at batch 8: 60 steps fit.
+    untimed = plan(runs, 200, 60, {"mixed_float16": probe})
+    assert untimed.steps == 60 and "the probe's prediction: 1.00 s a step" in untimed.shortened
+    # Within the budget, the steps asked.
+    assert plan(runs, 100, 60, {}, None, measured_steps(timed)).shortened is None
+    # Under MIN_STEPS (20) in the budget: left out, and the group is not run.
+    tight = plan(runs, 200, 8, {"mixed_float16": probe}, None, measured_steps(timed))
+    assert [r.policy.name for r in tight.kept] == ["float32"] and tight.steps == 40
+    assert tight.left_out == {"mixed_float16": "20 steps would take 10 s (its timed step: 0.50 "
+                                               "s a step) > train.parity_budget_s=8"}
+    # What the parity job trains and writes.
+    launched = []
+
+    class Launched(Exception):
+        pass
+
+    class Engine:
+        def __init__(self, python, env):
+            pass
+
+        def launch(self, job, result, limit):
+            launched.append((job.steps, [r.policy.name for r in job.runs]))
+            raise Launched
+
+    monkeypatch.setattr("mptbench.jobs.parity.Engine", Engine)
+    with pytest.raises(Launched):
+        parity("python", runs, "unused.json", str(tmp_path / "p.json"), steps=200, budget_s=60,
+               probes={"mixed_float16": probe}, records=timed)
+    assert launched == [(120, ["float32", "mixed_float16", "float32"])]

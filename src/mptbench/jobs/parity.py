@@ -9,8 +9,9 @@ Each run's end loss is the mean of its last tenth of steps (5 at least). A polic
   baseline runs differ from each other;
 - ends higher (or lower) otherwise, by the gap beside that spread.
 Under dynamic loss scaling, the scale's path and the steps skipped for non-finite gradients are
-kept beside. A policy whose run the probe predicts over train.parity_budget_s is left out, with
-why.
+kept beside. A run that train.parity_steps would take over train.parity_budget_s (by its cell's
+step in the timing, else the probe's prediction) trains fewer steps, as many as fit (the group's
+runs all train as many); one that could not fit even MIN_STEPS is left out, with why.
 
 Under train.plan fast the check runs after the timing, for the answer's candidates alone: each
 policy at its fastest batch (the configuration the answer would name for it), so a group none
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -126,31 +128,65 @@ def not_candidate(run: Run, fastest: dict[str, int] | None) -> str | None:
     return None
 
 
+# The fewest steps a run over the budget is cut to: its start loss is the mean of its first 5
+# steps and its end loss of its last 5, with 10 steps between them.
+MIN_STEPS = 20
+
+
+def measured_steps(records: list[dict] | None) -> dict[tuple[str, int], float]:
+    """Each timed cell's mean step in seconds, by (policy, batch size)."""
+    return {(r["policy"], int(r["batch_size"])): r["ms_per_step"] / 1000
+            for r in records or [] if r.get("outcome") == Outcome.OK and r.get("ms_per_step")}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The runs a group's check trains, for how many steps, and why any is left out."""
+
+    kept: list[Run]
+    left_out: dict[str, str]
+    steps: int
+    shortened: str | None = None  # why the runs train fewer than train.parity_steps
+
+
 def plan(runs: list[Run], steps: int, budget_s: float | None,
-         probes: dict[str, ProbeResult],
-         fastest: dict[str, int] | None = None) -> tuple[list[Run], dict[str, str]]:
+         probes: dict[str, ProbeResult], fastest: dict[str, int] | None = None,
+         step_s: dict[tuple[str, int], float] | None = None) -> Plan:
     """The runs that are the answer's candidates (given `fastest`, each policy's fastest
-    batch) and fit train.parity_budget_s by their probe's prediction, and why others do
-    not."""
-    kept, left_out = [], {}
+    batch) and that fit train.parity_budget_s in MIN_STEPS at least, by their cell's step in
+    the timing (`step_s`), else their probe's prediction; as many steps as the slowest of them
+    fits, train.parity_steps at most; and why others are left out."""
+    kept, left_out, each = [], {}, {}
     for run in runs:
+        name = run.policy.name
         if why := not_candidate(run, fastest):
-            left_out[run.policy.name] = why
+            left_out[name] = why
             continue
-        probe = probes.get(run.policy.name)
+        probe = probes.get(name)
         if probe and probe.outcome != Outcome.OK:
-            left_out[run.policy.name] = f"its probe: {probe.outcome}: {probe.reason}"
+            left_out[name] = f"its probe: {probe.outcome}: {probe.reason}"
             continue
-        if budget_s and probe and probe.points:
-            predicted = steps * predict(probe.points, run.cell.batch_size)
-            if predicted > budget_s:
-                left_out[run.policy.name] = (
-                    f"predicted {predicted:.0f} s for train.parity_steps={steps} "
-                    f"> train.parity_budget_s={budget_s}"
+        seconds, source = (step_s or {}).get((name, run.cell.batch_size)), "its timed step"
+        if seconds is None and probe and probe.points:
+            seconds, source = predict(probe.points, run.cell.batch_size), "the probe's prediction"
+        if budget_s and seconds:
+            fit = int(budget_s / seconds)
+            least = min(steps, MIN_STEPS)
+            if fit < least:
+                left_out[name] = (
+                    f"{least} steps would take {least * seconds:.0f} s ({source}: "
+                    f"{seconds:.2f} s a step) > train.parity_budget_s={budget_s}"
                 )
                 continue
+            each[name] = (fit, seconds, source)
         kept.append(run)
-    return kept, left_out
+    if not each or min(fit for fit, _, _ in each.values()) >= steps:
+        return Plan(kept, left_out, steps)
+    name, (fit, seconds, source) = min(each.items(), key=lambda item: item[1][0])
+    return Plan(kept, left_out, fit, (
+        f"{fit} steps, not train.parity_steps={steps}: {name}'s {steps} would take "
+        f"{steps * seconds:.0f} s ({source}: {seconds:.2f} s a step) > "
+        f"train.parity_budget_s={budget_s}"))
 
 
 def parity(
@@ -169,11 +205,16 @@ def parity(
     others = [r for r in runs if not r.policy.baseline]
     fastest = (fastest_batches(records)
                if records is not None and base.train.plan == "fast" else None)
-    kept, left_out = plan([base, *others], steps, budget_s, probes or {}, fastest)
+    chosen = plan([base, *others], steps, budget_s, probes or {}, fastest,
+                  measured_steps(records))
+    kept, left_out, steps = chosen.kept, chosen.left_out, chosen.steps
     result: dict[str, Any] = {
         **{k: v for k, v in encode(base.cell).items() if k != "policy"},
         "baseline": base.policy.name, "steps": steps, "left_out": left_out, "policies": {},
     }
+    if chosen.shortened:
+        result["shortened"] = chosen.shortened
+        print(f"parity: {chosen.shortened}", flush=True)
     if base not in kept or len(kept) < 2:
         result["outcome"] = "not run: " + (
             "; ".join(f"{k}: {v}" for k, v in left_out.items())

@@ -58,7 +58,7 @@ class TrainSettings(TrainConfig):
 
     parity_steps: int = setting("does it still learn: steps per policy; 0: not run", minimum=0)
     parity_budget_s: float | None = setting(
-        "a policy predicted to take longer is left out of parity", **POSITIVE
+        "a run longer trains fewer steps (20 at least, else it is left out)", **POSITIVE
     )
 
 

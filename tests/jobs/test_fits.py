@@ -111,7 +111,11 @@ def test_under_a_small_limit_the_search_finds_a_finite_largest_batch_with_oom_ab
     assert tries[failed]["reason"].endswith("the limit device.cpu.fits_search_mb=1024)")
     assert found["memory_limit"] == "device.cpu.fits_search_mb=1024"
     # A larger batch takes more, every batch that fit: the resident peak has no page cache in
-    # it (the cgroup's count had: 638 MB at batch 32, 543 at 64, in one run).
+    # it (the cgroup's count had: 638 MB at batch 32, 543 at 64, in one run). Close under the
+    # limit two batches a few images apart can read in either order (1,377 MB, then 1,358 at the
+    # next batch up, in one run): within 3% of each other, as no page cache could be.
     peaks = [tries[b]["peak_mb"] for b in sorted(tries) if tries[b]["outcome"] == "ok"]
-    assert len(peaks) >= 3 and peaks == sorted(peaks), found["tries"]
+    assert len(peaks) >= 3 and peaks[-1] > peaks[0], found["tries"]
+    steps_up = zip(peaks, peaks[1:], strict=False)
+    assert all(later >= 0.97 * earlier for earlier, later in steps_up), found["tries"]
     assert found["fingerprint"]["cpu"]["logical_cores"] >= 1

@@ -102,6 +102,26 @@ def test_a_policy_whose_probe_was_refused_is_left_out_with_the_probes_words():
         "mixed_bfloat16": "its probe: unsupported: oneDNN: could not create a primitive"}
 
 
+class Launched(Exception):
+    """What the fake engine raises once it has noted the job it was given."""
+
+
+def _launches(monkeypatch) -> list[tuple[int, list[str]]]:
+    """Each parity job the engine is given, as (steps, its runs' policies): none is run."""
+    launched = []
+
+    class Engine:
+        def __init__(self, python, env):
+            pass
+
+        def launch(self, job, result, limit):
+            launched.append((job.steps, [r.policy.name for r in job.runs]))
+            raise Launched
+
+    monkeypatch.setattr("mptbench.jobs.parity.Engine", Engine)
+    return launched
+
+
 def _timed(policy, batch, images_per_sec, outcome="ok", fits=True):
     return {"policy": policy, "batch_size": batch, "images_per_sec": images_per_sec,
             "outcome": outcome, "fits_at_batch": fits}
@@ -142,23 +162,11 @@ def test_under_the_fast_plan_a_policy_is_checked_at_its_fastest_batch_alone(
     assert json.loads(out.read_text())["left_out"].keys() == {"mixed_float16", "mixed_bfloat16"}
     # The full plan checks every group whatever the timing said: all three are trained.
     full = [replace(r, train=replace(r.train, plan="full")) for r in at[4]]
-    launched = []
-
-    class Launched(Exception):
-        pass
-
-    class Engine:
-        def __init__(self, python, env):
-            pass
-
-        def launch(self, job, result, limit):
-            launched.append([r.policy.name for r in job.runs])
-            raise Launched
-
-    monkeypatch.setattr("mptbench.jobs.parity.Engine", Engine)
+    launched = _launches(monkeypatch)
     with pytest.raises(Launched):
         parity("python", full, "unused.json", str(out), steps=30, records=records)
-    assert launched == [["float32", "mixed_float16", "mixed_bfloat16", "float32"]]
+    assert [names for _, names in launched] == [
+        ["float32", "mixed_float16", "mixed_bfloat16", "float32"]]
 
 
 def test_a_run_over_the_budget_trains_as_many_steps_as_fit_and_says_so(tmp_path, monkeypatch):
@@ -188,20 +196,7 @@ def test_a_run_over_the_budget_trains_as_many_steps_as_fit_and_says_so(tmp_path,
     assert tight.left_out == {"mixed_float16": "20 steps would take 10 s (its timed step: 0.50 "
                                                "s a step) > train.parity_budget_s=8"}
     # What the parity job trains and writes.
-    launched = []
-
-    class Launched(Exception):
-        pass
-
-    class Engine:
-        def __init__(self, python, env):
-            pass
-
-        def launch(self, job, result, limit):
-            launched.append((job.steps, [r.policy.name for r in job.runs]))
-            raise Launched
-
-    monkeypatch.setattr("mptbench.jobs.parity.Engine", Engine)
+    launched = _launches(monkeypatch)
     with pytest.raises(Launched):
         parity("python", runs, "unused.json", str(tmp_path / "p.json"), steps=200, budget_s=60,
                probes={"mixed_float16": probe}, records=timed)

@@ -180,9 +180,10 @@ def plan(runs: list[Run], steps: int, budget_s: float | None,
                 continue
             each[name] = (fit, seconds, source)
         kept.append(run)
-    if not each or min(fit for fit, _, _ in each.values()) >= steps:
+    slowest = min(each.items(), key=lambda item: item[1][0], default=None)
+    if slowest is None or slowest[1][0] >= steps:
         return Plan(kept, left_out, steps)
-    name, (fit, seconds, source) = min(each.items(), key=lambda item: item[1][0])
+    name, (fit, seconds, source) = slowest
     return Plan(kept, left_out, fit, (
         f"{fit} steps, not train.parity_steps={steps}: {name}'s {steps} would take "
         f"{steps * seconds:.0f} s ({source}: {seconds:.2f} s a step) > "
@@ -207,14 +208,11 @@ def parity(
                if records is not None and base.train.plan == "fast" else None)
     chosen = plan([base, *others], steps, budget_s, probes or {}, fastest,
                   measured_steps(records))
-    kept, left_out, steps = chosen.kept, chosen.left_out, chosen.steps
+    kept, left_out = chosen.kept, chosen.left_out
     result: dict[str, Any] = {
         **{k: v for k, v in encode(base.cell).items() if k != "policy"},
         "baseline": base.policy.name, "steps": steps, "left_out": left_out, "policies": {},
     }
-    if chosen.shortened:
-        result["shortened"] = chosen.shortened
-        print(f"parity: {chosen.shortened}", flush=True)
     if base not in kept or len(kept) < 2:
         result["outcome"] = "not run: " + (
             "; ".join(f"{k}: {v}" for k, v in left_out.items())
@@ -222,6 +220,10 @@ def parity(
         )
         write_json(out, result)
         return result
+    if chosen.shortened:  # said only of a group that trains
+        steps = result["steps"] = chosen.steps
+        result["shortened"] = chosen.shortened
+        print(f"parity: {chosen.shortened}", flush=True)
     seeds = [base.seed] * len(kept) + [base.seed + SPREAD_SEED]
     job = ParityJob(str(Path(out).with_name(f".{Path(out).name}.out")),
                     (*kept, base), tuple(seeds), prepared, steps)

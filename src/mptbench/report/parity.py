@@ -73,7 +73,7 @@ def learning_sections(parity: list[dict]) -> list[dict[str, Any]]:
         for p in sorted(found, key=lambda p: p["batch_size"]):
             for name, why in (p.get("left_out") or {}).items():
                 notes.append(f"{name} at batch {p['batch_size']}: {why}")
-            if p.get("shortened") and p.get("outcome") == Outcome.OK:
+            if p.get("shortened"):
                 notes.append(f"batch {p['batch_size']}: {p['shortened']}")
             if p.get("outcome") != Outcome.OK:
                 if not p.get("left_out"):  # else each policy's why is said above

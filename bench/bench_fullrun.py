@@ -19,13 +19,16 @@ cycle, in fresh processes, interleaved (ABBA: the order reverses every cycle),
 Per policy it prints, paired by cycle with a t interval over cycles: the projected whole run
 over the real one (and each part over the real part: steps, validation, the first epoch's
 extra), what the projection before the whole run was measured said (the steps alone, as the
-answer printed: epochs x steps x the mean step) over the real run, and the projected
-whole-run speedup over the real one. The goal: within 0.95-1.05 and holding 1. Each process's
-steal and the host's own speed (engine/host.py's check: the pipeline's host_ms, and the same
-kernel in each fit before its first epoch and after each) are kept beside it; a cycle whose
-processes saw the host more than 15% apart is left out of the pairs, and said (a steady host's
-mixed_float16 fits read their own checks 1.10x the pipeline's: the threshold is above that).
---neighbour makes the host busy on purpose, with a load that comes and goes.
+answer printed: epochs x steps x the mean step) over the real run, and the projected whole-run
+speedup over the real one; then the same processes' whole runs with their epoch starts as
+jobs/fullrun.py figures a cell's now, the rest of the tuning period averaged over the epoch
+lengths the pipeline's processes spread over (core/epochs.py expected_rest), where each row
+keeps the rest at its own epoch length alone. The goal: within 0.95-1.05 and holding 1. Each
+process's steal and the host's own speed (engine/host.py's check: the pipeline's host_ms, and
+the same kernel in each fit before its first epoch and after each) are kept beside it; a cycle
+whose processes saw the host more than 15% apart is left out of the pairs, and said (a steady
+host's mixed_float16 fits read their own checks 1.10x the pipeline's: the threshold is above
+that). --neighbour makes the host busy on purpose, with a load that comes and goes.
 
 Every process is kept in bench/.work/fullrun/<tag>/<cell>-<images>.jsonl: a rerun goes on
 where it stopped.
@@ -369,6 +372,32 @@ def starts_waited(rows: list[dict], policy: str) -> str:
             + (f" ({min(waits):.1f}-{max(waits):.1f} s)" if waits else ""))
 
 
+def averaged(rows: list[dict], policies: list[str]) -> list[dict]:
+    """The rows with each pipeline process's epoch starts as jobs/fullrun.py figures them for a
+    cell of all these processes (core/fullrun.py epoch_starts): the rest of the tuning period
+    averaged over the epoch lengths the policy's processes spread over, where each row kept
+    the rest at its own epoch length alone. The real fits are as they were."""
+    from mptbench.core import epochs
+    from mptbench.core.fullrun import epoch_starts
+    from mptbench.jobs.fullrun import epoch_spread
+
+    out = [r for r in rows if r["kind"] != "pipeline"]
+    for policy in policies:
+        mine = [r for r in rows if r["kind"] == "pipeline" and r["policy"] == policy
+                and r.get("parts")]
+        lengths = [(r["parts"]["steps"] + r["parts"]["validation"]) / EPOCHS for r in mine]
+        spread = epoch_spread(lengths)
+        pooled = epochs.waited_share([b for r in mine for b in epochs.boundaries(
+            r["epoch_starts"])])
+        for r, length in zip(mine, lengths, strict=True):
+            own = epochs.waited_share(epochs.boundaries(r["epoch_starts"]))
+            wait = epoch_starts(EPOCHS, pooled if own is None else own, length, spread)
+            parts = r["parts"] | {"epoch_starts": wait}
+            parts["total"] = sum(parts[p] for p in PARTS)
+            out.append(r | {"parts": parts, "epoch_spread": spread})
+    return out
+
+
 def settled(rows: list[dict], policies: list[str]) -> bool:
     """Every policy's projected-over-real interval within ±GOAL (widths only: stopping on it
     cannot bias where the figure lies)."""
@@ -408,6 +437,16 @@ def report(text: str, rows: list[dict], args) -> list[str]:
         lines.append("  " + " " * 15 + " " + starts_waited(kept, policy))
     lines.append(f"  whole-run speedup, projected / real: "
                  f"{shown(speedup_ratio(kept, args.policies))}")
+    # The same processes as jobs/fullrun.py now figures a cell's epoch starts.
+    now = averaged(kept, args.policies)
+    for policy in args.policies:
+        spread = next((r["epoch_spread"] for r in now if r.get("epoch_spread") is not None
+                       and r["policy"] == policy), None)
+        lines.append(f"  {policy:<15} the rest averaged over the processes' epochs (spread "
+                     f"{spread or 0:.3f}): whole run {shown(ratios(now, policy))}, epoch starts "
+                     f"{shown(ratios(now, policy, 'epoch_starts'))}")
+    lines.append(f"  whole-run speedup, the rest averaged: "
+                 f"{shown(speedup_ratio(now, args.policies))}")
     return lines
 
 

@@ -112,8 +112,13 @@ VALUES: dict[str, Any] = {
     "fullrun_steps_s": 200.0,
     "fullrun_validation_s": 15.0,
     "fullrun_first_epoch_s": 1.0,
-    # Its epochs' starts: 12 timed, none of which waited (one speed).
+    # Its epochs' starts: 12 timed, none of which waited (one speed). Its epochs of 10.75 s
+    # lie 0.5 s past the tuning thread's wake at 10.23 s, beyond two spreads of 2%: none named.
     "fullrun_epoch_starts_s": 0.0,
+    "fullrun_epoch_s": 10.75,
+    "fullrun_epoch_spread": 0.02,
+    "fullrun_epoch_wait_s": 9.72,
+    "fullrun_epoch_wake_s": None,
     "epoch_starts_timed": 12,
     "epoch_starts_waited": 0,
     "started_at": "2026-01-01T00:00:00",

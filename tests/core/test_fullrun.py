@@ -3,7 +3,7 @@ first epoch's one-time extra and what the later epochs' starts wait."""
 
 import pytest
 
-from mptbench.core.fullrun import PUBLISHED, parts, plan
+from mptbench.core.fullrun import PUBLISHED, epoch_starts, parts, plan
 
 
 def test_a_one_epoch_timing_run_is_projected_onto_the_2020_experiments_run():
@@ -53,3 +53,15 @@ def test_the_epochs_starts_wait_their_share_of_the_rest_of_the_tuning_period():
 def test_a_validating_run_without_its_validation_timed_has_no_whole_run(first, batches, why):
     assert parts(plan({"epochs": 1}), 10, 4, [1.0], [2.0], first, batches) is None, why
     assert parts(plan({"epochs": 1}), 10, 4, [], [2.0], 1.0, [0.2]) is None  # no timed step
+
+
+
+def test_epoch_starts_average_the_rest_over_the_spread_and_count_nothing_unknown():
+    """3 epochs of 10 s, 0.23 s before the tuning thread's wake at 10.23 s, spread 5%: the two
+    later starts wait the average of nearly nothing and about 10 s, each where it waits."""
+    assert epoch_starts(3, 1.0, 10.0) == pytest.approx(2 * 0.23)
+    spread = epoch_starts(3, 1.0, 10.0, 0.05)
+    assert 2 * 1.0 < spread < 2 * 8.0
+    assert epoch_starts(3, 0.5, 10.0, 0.05) == pytest.approx(spread / 2)
+    assert epoch_starts(3, None, 10.0, 0.05) == 0.0  # no share known: nothing counted
+    assert epoch_starts(1, 1.0, 10.0) == 0.0  # no later epoch

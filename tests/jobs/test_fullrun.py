@@ -4,6 +4,7 @@ import pytest
 from records import unmeasured_record
 
 from mptbench.core.contract import ArmResult
+from mptbench.core.epochs import rest_of_period
 from mptbench.jobs.fullrun import figures
 
 
@@ -50,3 +51,35 @@ def test_a_run_without_validation_is_its_steps_and_first_epoch():
     found = figures(_record(epochs=3), [_arm(0.5, repeat=i) for i in range(2)], 32, 0.0)
     assert found["fullrun_s"] == pytest.approx(3 * 100 * 0.5 + 2.0)
     assert found["fullrun_validation_s"] == 0.0 and found["fullrun_validates"] is False
+
+
+def _waiting_arm(step, repeat):
+    """A process whose epoch starts all waited (its share 1)."""
+    arm = _arm(step, repeat=repeat)
+    arm.epoch_starts = [{"lived_s": 1.2, "wait_s": 0.07}] * 3  # rest 0.07 s: waited
+    return arm
+
+
+def test_epochs_either_side_of_a_wake_average_its_two_sides_and_name_it():
+    """3 epochs of 100 steps: the processes' epochs take 9.9, 10.3 and 10.1 s, either side of
+    the tuning thread's wake at 10.23 s. A process alone would count 0.33 s or 10.17 s a start;
+    each counts the average over the processes' spread, and the wake is named."""
+    steps = (0.099, 0.103, 0.101)
+    found = figures(_record(epochs=3), [_waiting_arm(s, i) for i, s in enumerate(steps)], 32, 0.0)
+    assert found["fullrun_epoch_s"] == pytest.approx(10.1)
+    assert found["fullrun_epoch_spread"] == 0.02  # their own spread is 0.0198: the floor
+    assert found["fullrun_epoch_wake_s"] == pytest.approx(10.23)
+    wait = found["fullrun_epoch_wait_s"]
+    assert 1.0 < wait < 9.0
+    # Two later epoch starts, every one waiting: twice that average, about (the processes'
+    # own averages, their geometric mean).
+    assert found["fullrun_epoch_starts_s"] == pytest.approx(2 * wait, rel=0.3)
+    assert found["fullrun_epoch_starts_s"] > 2 * rest_of_period(10.1)
+
+
+def test_epochs_far_from_a_wake_wait_their_own_rest_and_name_none():
+    """Epochs of 30 s (100 steps of 0.3 s): 9.5-11.4 s to the wake at 40.95 s."""
+    found = figures(_record(epochs=3), [_waiting_arm(s, i) for i, s in enumerate(
+        (0.30, 0.31, 0.29))], 32, 0.0)
+    assert found["fullrun_epoch_wake_s"] is None
+    assert found["fullrun_epoch_wait_s"] == pytest.approx(40.95 - 30.0, rel=0.02)

@@ -125,12 +125,25 @@ def test_epoch_starts_that_waited_are_said_with_how_often_how_long_and_what_to_t
     said = [d for d in _answer(cells).details if d.startswith("Epochs start at two speeds")]
     assert len(said) == 1
     assert "float32 at batch 128: 7 of 12 timed epoch starts waited" in said[0]
-    assert "up to 2.1 s here, 6.2 s each at this run's epoch length: 114 s" in said[0]
+    assert "up to 2.1 s here, 6.2 s each on average at this run's epoch length: 114 s" in said[0]
     assert "mixed_bfloat16 at batch 256: 5 of 11" in said[0]
     assert said[0].endswith(f"{REMEDY}.")
     # Where no start waited, nothing is said.
     calm = [c | {"epoch_starts_waited": 0, "epoch_starts_timed": 12} for c in grid()]
     assert not [d for d in _answer(calm).details if d.startswith("Epochs start")]
+
+
+def test_epochs_that_end_near_a_wake_say_a_start_may_lose_nearly_nothing_or_a_whole_period():
+    """float32 at batch 128: epochs of 9.8 s, the tuning thread's wake at 10.23 s within their
+    spread; after it, the next wake is at 20.47 s."""
+    waits = {"epoch_starts_waited": 1, "epoch_starts_timed": 6, "epoch_wait_most_ms": 9160,
+             "fullrun_epoch_wait_s": 3.1, "fullrun_epoch_starts_s": 59.0,
+             "fullrun_epoch_s": 9.8, "fullrun_epoch_wake_s": 10.23}
+    cells = [c | waits if c["batch_size"] == 128 else c for c in grid()]
+    said = next(d for d in _answer(cells).details if d.startswith("Epochs start at two speeds"))
+    assert ("3.1 s each on average at this run's epoch length (its epochs, about 9.8 s, end "
+            "near the thread's wake at 10 s: a start that waits loses from nearly nothing to "
+            "10 s): 59 s of its whole run") in said
 
 
 def test_records_that_timed_no_epoch_start_say_nothing_of_them():

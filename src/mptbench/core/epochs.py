@@ -14,13 +14,20 @@ proportion to a run of long ones only where both lie alike in the periods.
 
 So a timing process goes through several iterators, as `fit` does (engine/timing.py times each
 epoch's start), and a whole run is projected from two measured things: the share of the epoch
-starts that waited, and the rest of the period at the whole run's own epoch length. Built with
+starts that waited, and the rest of the period at the whole run's own epoch length. That rest is
+a cliff: an epoch just past a wake waits nearly a whole period, one just before it almost
+nothing (bench_epochs on the AMD EPYC: float32's iterators lived 9.2-9.6 s in one process and
+10.3-11.3 s in the next, either side of the wake at 10.23 s, their rests 0.6-1.0 s against
+9.2-10.2 s). A run's epochs are no more certain than the processes that projected them, so the
+rest is averaged over the epoch lengths they spread over (`expected_rest`), and where a wake lies
+within that spread the run's waits are named as the two they may be (`wake_within`). Built with
 `.repeat()` and `steps_per_epoch`, or with `options.autotune.enabled = False`, a `fit` keeps one
 iterator or none of these threads, and no epoch waits.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -32,6 +39,13 @@ LONGEST_PERIOD_S = 60.0
 # floor: a rest this short cannot be told from the iterator's own start).
 WAITED_SHARE = 0.5
 SHORTEST_TOLD_S = 0.05
+# How far a run's epoch length is taken to spread around its projection, at the least: one
+# process's own later epochs lay within 2% of their mean (bench_epochs, the AMD EPYC); the
+# processes' spread counts where it is wider (jobs/fullrun.py).
+EPOCH_SPREAD_FLOOR = 0.02
+# The averaging: a log-normal spread, read at this many standard deviations either side.
+_SPREAD_SDS = 3.0
+_SPREAD_POINTS = 121
 # What to try, said where epochs waited.
 REMEDY = ("build the dataset with .repeat() and give fit steps_per_epoch (one iterator for the "
           "whole run), or set options.autotune.enabled = False")
@@ -86,7 +100,39 @@ def waited_share(found: list[Boundary]) -> float | None:
     return sum(b.waited for b in telling) / len(telling) if telling else None
 
 
-def expected_wait(share: float | None, epoch_s: float) -> float | None:
-    """What an epoch start of a run whose epochs take `epoch_s` waits on average, where
-    `share` of the starts wait the rest of the period; None where the share is not known."""
-    return None if share is None else share * rest_of_period(epoch_s)
+def expected_rest(epoch_s: float, spread: float = 0.0) -> float:
+    """The rest of the period at an epoch length log-normal around `epoch_s`, `spread` its
+    standard deviation (of the logarithm, about the relative spread): `rest_of_period`
+    averaged, so that a projection near a wake gives the mean of the two sides, weighted by how
+    likely each is, not the one side its point estimate happens to lie on."""
+    if spread <= 0:
+        return rest_of_period(epoch_s)
+    total = weights = 0.0
+    for i in range(_SPREAD_POINTS):
+        z = _SPREAD_SDS * (2 * i / (_SPREAD_POINTS - 1) - 1)
+        weight = math.exp(-z * z / 2)
+        total += weight * rest_of_period(epoch_s * math.exp(spread * z))
+        weights += weight
+    return total / weights
+
+
+def wake_within(epoch_s: float, spread: float) -> float | None:
+    """The tuning thread's wake within two `spread`s of `epoch_s` (the epoch lengths a run may
+    have), where one lies there: its epochs' starts then wait nearly nothing or nearly a whole
+    period. None where no wake is that near."""
+    low, high = epoch_s * math.exp(-2 * spread), epoch_s * math.exp(2 * spread)
+    wake = next_wake(low)
+    return wake if wake <= high else None
+
+
+def period_from(wake_s: float) -> float:
+    """The period the thread sleeps from `wake_s`, one of its wakes, on: what a start just past
+    that wake waits."""
+    return next_wake(wake_s + FIRST_PERIOD_S / 2) - wake_s
+
+
+def expected_wait(share: float | None, epoch_s: float, spread: float = 0.0) -> float | None:
+    """What an epoch start of a run whose epochs take `epoch_s` (spread as `expected_rest`
+    says) waits on average, where `share` of the starts wait the rest of the period; None
+    where the share is not known."""
+    return None if share is None else share * expected_rest(epoch_s, spread)

@@ -13,7 +13,9 @@ the cell's steps measured (engine/fullrun.py times the validation):
   first validation batch (it compiles the test step) over a steady one;
 - the epoch starts: each epoch after the first, the share of the process's epoch starts that
   waited times the rest of the tuning thread's period at the run's own epoch length (its
-  steps and validation); nothing where the process timed no epoch start.
+  steps and validation), averaged over the epoch lengths the cell's processes spread over
+  (core/epochs.py expected_rest: the rest is a cliff at each wake); nothing where the process
+  timed no epoch start.
 
 Which run: train.epochs where that is more than one epoch (validating where train.validate
 says), else the 2020 experiment's: 20 epochs, validation after each (a one-epoch timing run is
@@ -75,11 +77,13 @@ def parts(
     validation_first_s: float | None,
     validation_s: list[float],
     waited_share: float | None = None,
+    epoch_spread: float = 0.0,
 ) -> dict[str, float] | None:
     """One process's whole run in seconds, part by part and in all; None where it lacks a part
     the run has (no timed step; or a validating run without a timed validation batch).
     `waited_share`: the share of its epoch starts that waited (core/epochs.py; None: none
-    timed, and the epoch starts count nothing)."""
+    timed, and the epoch starts count nothing); `epoch_spread`: how far the run's epoch length
+    may lie from this process's (core/epochs.py expected_rest)."""
     if not step_s:
         return None
     step = statistics.fmean(step_s)
@@ -95,5 +99,12 @@ def parts(
         found["validation"] = run.epochs * validation_batches * batch
         found["first_epoch"] += validation_first_s - batch
     epoch = (found["steps"] + found["validation"]) / run.epochs
-    found["epoch_starts"] = (run.epochs - 1) * (expected_wait(waited_share, epoch) or 0.0)
+    found["epoch_starts"] = epoch_starts(run.epochs, waited_share, epoch, epoch_spread)
     return found | {"total": sum(found.values())}
+
+
+def epoch_starts(epochs: int, share: float | None, epoch_s: float, spread: float = 0.0) -> float:
+    """What a run's later epoch starts wait in all: `share` of them the rest of the tuning
+    period at epochs of `epoch_s`, averaged over `spread` (core/epochs.py expected_rest); 0
+    where the share is not known."""
+    return max(0, epochs - 1) * (expected_wait(share, epoch_s, spread) or 0.0)

@@ -368,11 +368,20 @@ FIELDS: tuple[Field, ...] = (
         M,
         "fullrun_epoch_starts_s",
         "what its epochs' starts wait for the last epoch's tf.data tuning thread (core/epochs.py):"
-        " epochs - 1 x the share of the process's epoch starts that waited x fullrun_epoch_wait_s",
+        " epochs - 1 x the share of the process's epoch starts that waited x the rest of the"
+        " period at its epoch length, averaged over fullrun_epoch_spread (core/fullrun.py)",
         metric=True,
     ),
     M("fullrun_epoch_wait_s", float, metric=True, doc="what one of the whole run's epoch starts "
-      "waits where it waits: the rest of the tuning thread's period at its epoch length"),
+      "waits where it waits: the rest of the tuning thread's period at its epoch length, "
+      "averaged over fullrun_epoch_spread"),
+    M("fullrun_epoch_s", float, metric=True, doc="the whole run's epoch: its steps and "
+      "validation, the processes' median"),
+    M("fullrun_epoch_spread", float, doc="how far a run's epoch length is taken to spread: the "
+      "processes' standard deviation of its logarithm, at least core/epochs.py "
+      "EPOCH_SPREAD_FLOOR"),
+    M("fullrun_epoch_wake_s", float, doc="a wake of the tuning thread within two spreads of the "
+      "epoch's length: a start that waits loses nearly nothing or nearly a whole period"),
     M("epoch_starts_timed", int, metric=True, doc="epoch starts its processes timed that tell a "
       "wait from none (a one-epoch run's own epochs: train.epoch_seconds)"),
     M("epoch_starts_waited", int, metric=True, doc="of those, the ones whose first batch waited "

@@ -2,7 +2,10 @@
 then per figure the geometric mean over processes with a t interval on the logarithms, as the
 cell's step has; widened as the cell's other intervals are where every process ran on a slowed
 host (core/host.py). Each process's epoch starts count with the share of them that waited
-(core/epochs.py), or where it timed none that told, the share over the cell's processes."""
+(core/epochs.py), or where it timed none that told, the share over the cell's processes; what
+one of them waits is averaged over the epoch lengths the processes spread over (at least
+core/epochs.py EPOCH_SPREAD_FLOOR), since a wake of the tuning thread within that spread makes
+a start's wait nearly nothing or nearly a whole period."""
 
 from __future__ import annotations
 
@@ -31,13 +34,28 @@ def waited_share(r: ArmResult) -> float | None:
 
 
 def per_process(record: dict[str, Any], r: ArmResult, batch: int,
-                share: float | None = None) -> dict[str, float] | None:
+                share: float | None = None, spread: float = 0.0) -> dict[str, float] | None:
     """One repeat's whole run, part by part (seconds); None where it lacks a part. Its epoch
-    starts count with its own waited share, or `share` where it has none."""
+    starts count with its own waited share, or `share` where it has none, and the rest of the
+    tuning period averaged over epoch lengths `spread` around its own."""
     run, steps, batches = run_of(record, batch)
     own = waited_share(r)
     return fullrun.parts(run, steps, batches, r.step_s, r.warmup_s, r.validation_first_s,
-                         r.validation_s, share if own is None else own)
+                         r.validation_s, share if own is None else own, spread)
+
+
+def epoch_length(record: dict[str, Any], parts: dict[str, float]) -> float:
+    """One process's epoch of the whole run: its steps and validation over the epochs."""
+    return (parts["steps"] + parts["validation"]) / fullrun.plan(
+        (record.get("config") or {}).get("train") or {}).epochs
+
+
+def epoch_spread(lengths: list[float]) -> float:
+    """How far the whole run's epoch length may lie from a process's: the processes' own spread
+    (the standard deviation of the logarithms), at least core/epochs.py EPOCH_SPREAD_FLOOR."""
+    logs = [math.log(v) for v in lengths if v > 0]
+    own = statistics.stdev(logs) if len(logs) > 1 else 0.0
+    return max(epochs.EPOCH_SPREAD_FLOOR, own)
 
 
 def epoch_figures(record: dict[str, Any], ok: list[ArmResult]) -> dict[str, Any]:
@@ -88,8 +106,15 @@ def figures(
             "not every process timed a validation batch" if ok else None
         )
         return out
-    per_epoch = [_epoch_rest(record, e) for e in each]
-    out["fullrun_epoch_wait_s"] = statistics.median(per_epoch) if run.epochs > 1 else None
+    lengths = [epoch_length(record, e) for e in each]
+    spread = epoch_spread(lengths)
+    each = [per_process(record, r, batch, pooled, spread) for r in ok]
+    if run.epochs > 1:
+        epoch = statistics.median(lengths)
+        out |= {"fullrun_epoch_s": epoch, "fullrun_epoch_spread": spread,
+                "fullrun_epoch_wait_s": statistics.median(
+                    epochs.expected_rest(length, spread) for length in lengths)}
+        out["fullrun_epoch_wake_s"] = epochs.wake_within(epoch, spread)
     for key, name in FIGURES.items():
         estimate = _estimate([e[key] for e in each], widening)
         if estimate is None:  # a part of 0 s (no validation), or an extra lost in noise
@@ -99,9 +124,3 @@ def figures(
         out |= interval(name, estimate)
     return out
 
-
-def _epoch_rest(record: dict[str, Any], parts: dict[str, float]) -> float:
-    """What one of the whole run's epoch starts waits where it waits: the rest of the tuning
-    thread's period at the run's epoch length (its steps and validation)."""
-    run = fullrun.plan((record.get("config") or {}).get("train") or {})
-    return epochs.rest_of_period((parts["steps"] + parts["validation"]) / run.epochs)

@@ -267,8 +267,9 @@ def _epoch_words(c: Choice, rows: pd.DataFrame) -> str | None:
         if waited is None or pd.isna(waited) or waited <= 0:
             continue
         waited, timed = int(waited), int(row["epoch_starts_timed"])
-        whole = (f", {_seconds(float(row['fullrun_epoch_wait_s']))} each at this run's epoch "
-                 f"length: {_seconds(float(row['fullrun_epoch_starts_s']))} of its whole run"
+        whole = (f", {_seconds(float(row['fullrun_epoch_wait_s']))} each on average at this "
+                 f"run's epoch length{_wake_words(row)}: "
+                 f"{_seconds(float(row['fullrun_epoch_starts_s']))} of its whole run"
                  if pd.notna(row.get("fullrun_epoch_wait_s")) else "")
         said.append(f"{configuration(row, rows)}: {waited} of {timed} timed epoch starts waited "
                     f"for the last epoch's tf.data tuning thread (up to "
@@ -277,6 +278,18 @@ def _epoch_words(c: Choice, rows: pd.DataFrame) -> str | None:
         return None
     return (f"Epochs start at two speeds: {'; '.join(said)}. To start every epoch at once, "
             f"{epochs.REMEDY}.")
+
+
+def _wake_words(row: pd.Series) -> str:
+    """' (its epochs, about 9.8 s, end near the thread's wake at 10 s: a start that waits
+    loses from nearly nothing to 10 s)', where a wake lies within the epochs' spread; else ''."""
+    wake, epoch = row.get("fullrun_epoch_wake_s"), row.get("fullrun_epoch_s")
+    if wake is None or pd.isna(wake) or epoch is None or pd.isna(epoch):
+        return ""
+    wake = float(wake)
+    return (f" (its epochs, about {_seconds(float(epoch))}, end near the thread's wake at "
+            f"{_seconds(wake)}: a start that waits loses from nearly nothing to "
+            f"{_seconds(epochs.period_from(wake))})")
 
 
 def _left_out_words(c: Choice, rows: pd.DataFrame) -> str | None:

@@ -22,7 +22,7 @@ from mptbench.core.policies import KEEP, kept, policy_of_record
 from mptbench.core.stats import Verdict
 from mptbench.report.summary import GROUP_KEYS, is_baseline
 from mptbench.report.tables import fmt_ms
-from mptbench.report.thresholds import BREAKDOWN_CHANGE, BREAKDOWN_NOTABLE
+from mptbench.report.thresholds import BREAKDOWN_CHANGE, BREAKDOWN_NOTABLE, PROFILE_SKEW
 from mptbench.report.wording import speedup_text
 
 COLUMNS = [
@@ -275,16 +275,37 @@ def explain(table: pd.DataFrame, summary: pd.DataFrame,
             mine_layers = (_cell_rows(layers, group, policy, batch_size)
                            if layers is not None and not layers.empty else None)
             types = _layer_types(mine_layers, mine)
+            said = sentence(policy, _group_ms(base), _group_ms(mine), step_ms, row)
+            skew = skew_words(baseline, policy, base, mine)
             out.append({
                 **dict(zip(GROUP_KEYS, group, strict=True)),
                 "batch_size": int(batch_size), "baseline": baseline,
                 "policy": policy, "comparison": _comparison(base, mine),
-                "sentence": sentence(policy, _group_ms(base), _group_ms(mine), step_ms, row),
+                "sentence": f"{said} {skew}" if skew else said,
                 "layer_types": types,
                 "layer_sentence": layer_sentence(policy, types, step_ms,
                                                  kernels=_kernels_of_rows(mine_layers)),
             })
     return out
+
+
+def _slowed(cells: pd.DataFrame) -> float | None:
+    """How much the profiler slowed a cell's step: its profiled step over its timed one."""
+    profiled, timed = cells["profiled_ms_per_step"].iloc[0], cells["timed_ms_per_step"].iloc[0]
+    if pd.isna(profiled) or pd.isna(timed) or not profiled or not timed:
+        return None
+    return float(profiled) / float(timed)
+
+
+def skew_words(baseline: str, policy: str, base: pd.DataFrame, mine: pd.DataFrame) -> str | None:
+    """'The profiler slowed float32's step 1.73× and mixed_bfloat16's 1.19× ...': where the two
+    were slowed by factors more than PROFILE_SKEW apart, so that their profiled ms do not split
+    the timed difference; None where they were slowed alike (or a step is not known)."""
+    a, b = _slowed(base), _slowed(mine)
+    if a is None or b is None or max(a, b) / min(a, b) <= 1 + PROFILE_SKEW:
+        return None
+    return (f"The profiler slowed {baseline}'s step {a:.2f}× and {policy}'s {b:.2f}× (profiled "
+            "against timed): these ms are not the parts of the timed difference.")
 
 
 def _kernels_of_rows(rows: pd.DataFrame | None) -> str | None:

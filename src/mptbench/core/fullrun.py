@@ -6,7 +6,8 @@ first batches, and may wait at each later epoch's start for the last epoch's tf.
 thread (core/epochs.py). So a whole run is four parts, each from what the process that timed
 the cell's steps measured (engine/fullrun.py times the validation):
 
-- steps: epochs x steps per epoch x the process's mean timed step;
+- steps: epochs x steps per epoch (the split's batches, the last partial one at its share) x the
+  process's mean timed step;
 - validation: epochs x the validation split's batches (its last, partial one at its share of
   a batch) x the mean timed validation batch, where the run validates;
 - the first epoch's one-time extra: the warm-up steps over as many steady steps, and the
@@ -53,10 +54,12 @@ class Plan:
         run = f"{self.epochs} epoch{'s' * (self.epochs != 1)}"
         return f"{run} with validation after each" if self.validates else run
 
-    def steps(self, train_examples: int, batch_size: int) -> int:
-        """Steps per epoch: train.steps_per_epoch, or the split's whole batches (fit drops
-        the last partial one)."""
-        return self.steps_per_epoch or max(1, train_examples // batch_size)
+    def steps(self, train_examples: int, batch_size: int) -> float:
+        """Steps per epoch: train.steps_per_epoch, or the split's batches, the last partial one
+        at its share of a batch: a user's `fit` runs it (a dataset batched as Keras' guides
+        write it keeps its remainder), as the validation pass does. 1,500 images at batch 32
+        are 46.875 steps, where the whole batches alone (46) left out 2% of the epoch."""
+        return self.steps_per_epoch or max(1.0, train_examples / batch_size)
 
 
 def plan(train: Any) -> Plan:
@@ -70,7 +73,7 @@ def plan(train: Any) -> Plan:
 
 def parts(
     run: Plan,
-    steps_per_epoch: int,
+    steps_per_epoch: float,
     validation_batches: float,
     step_s: list[float],
     warmup_s: list[float],

@@ -20,7 +20,7 @@ from mptbench.core.record import interval
 FIGURES = {"total": "fullrun_s", **{part: f"fullrun_{part}_s" for part in fullrun.PARTS}}
 
 
-def run_of(record: dict[str, Any], batch: int) -> tuple[fullrun.Plan, int, float]:
+def run_of(record: dict[str, Any], batch: int) -> tuple[fullrun.Plan, float, float]:
     """The run a record's cell is projected onto, its steps per epoch and validation batches
     at `batch`."""
     run = fullrun.plan((record.get("config") or {}).get("train") or {})

@@ -374,27 +374,22 @@ def starts_waited(rows: list[dict], policy: str) -> str:
 
 def averaged(rows: list[dict], policies: list[str]) -> list[dict]:
     """The rows with each pipeline process's epoch starts as jobs/fullrun.py figures them for a
-    cell of all these processes (core/fullrun.py epoch_starts): the rest of the tuning period
+    cell of all these processes (jobs/fullrun.py spread_over): the rest of the tuning period
     averaged over the epoch lengths the policy's processes spread over, where each row kept
     the rest at its own epoch length alone. The real fits are as they were."""
     from mptbench.core import epochs
-    from mptbench.core.fullrun import epoch_starts
-    from mptbench.jobs.fullrun import epoch_spread
+    from mptbench.jobs.fullrun import share_of, spread_over
 
     out = [r for r in rows if r["kind"] != "pipeline"]
     for policy in policies:
         mine = [r for r in rows if r["kind"] == "pipeline" and r["policy"] == policy
                 and r.get("parts")]
-        lengths = [(r["parts"]["steps"] + r["parts"]["validation"]) / EPOCHS for r in mine]
-        spread = epoch_spread(lengths)
         pooled = epochs.waited_share([b for r in mine for b in epochs.boundaries(
             r["epoch_starts"])])
-        for r, length in zip(mine, lengths, strict=True):
-            own = epochs.waited_share(epochs.boundaries(r["epoch_starts"]))
-            wait = epoch_starts(EPOCHS, pooled if own is None else own, length, spread)
-            parts = r["parts"] | {"epoch_starts": wait}
-            parts["total"] = sum(parts[p] for p in PARTS)
-            out.append(r | {"parts": parts, "epoch_spread": spread})
+        each, _, spread = spread_over([r["parts"] for r in mine],
+                                      [share_of(r["epoch_starts"], pooled) for r in mine], EPOCHS)
+        out += [r | {"parts": parts, "epoch_spread": spread}
+                for r, parts in zip(mine, each, strict=True)]
     return out
 
 

@@ -56,7 +56,6 @@ def test_a_validating_run_without_its_validation_timed_has_no_whole_run(first, b
     assert parts(plan({"epochs": 1}), 10, 4, [], [2.0], 1.0, [0.2]) is None  # no timed step
 
 
-
 def test_epoch_starts_average_the_rest_over_the_spread_and_count_nothing_unknown():
     """3 epochs of 10 s, 0.23 s before the tuning thread's wake at 10.23 s, spread 5%: the two
     later starts wait the average of nearly nothing and about 10 s, each where it waits."""

@@ -80,13 +80,12 @@ def parts(
     validation_first_s: float | None,
     validation_s: list[float],
     waited_share: float | None = None,
-    epoch_spread: float = 0.0,
 ) -> dict[str, float] | None:
     """One process's whole run in seconds, part by part and in all; None where it lacks a part
     the run has (no timed step; or a validating run without a timed validation batch).
     `waited_share`: the share of its epoch starts that waited (core/epochs.py; None: none
-    timed, and the epoch starts count nothing); `epoch_spread`: how far the run's epoch length
-    may lie from this process's (core/epochs.py expected_rest)."""
+    timed, and the epoch starts count nothing). Its epoch starts take the rest at its own
+    epoch length; `with_spread` averages it over the cell's processes' spread."""
     if not step_s:
         return None
     step = statistics.fmean(step_s)
@@ -101,9 +100,23 @@ def parts(
         batch = statistics.fmean(validation_s)
         found["validation"] = run.epochs * validation_batches * batch
         found["first_epoch"] += validation_first_s - batch
-    epoch = (found["steps"] + found["validation"]) / run.epochs
-    found["epoch_starts"] = epoch_starts(run.epochs, waited_share, epoch, epoch_spread)
+    found["epoch_starts"] = epoch_starts(run.epochs, waited_share,
+                                         epoch_length(found, run.epochs))
     return found | {"total": sum(found.values())}
+
+
+def epoch_length(found: dict[str, float], epochs: int) -> float:
+    """A whole run's epoch, from its parts: its steps and validation over the epochs."""
+    return (found["steps"] + found["validation"]) / epochs
+
+
+def with_spread(found: dict[str, float], epochs: int, share: float | None,
+                spread: float) -> dict[str, float]:
+    """A process's whole run (`parts`) with its epoch starts' rest averaged over epoch lengths
+    `spread` around its own (core/epochs.py expected_rest), and its total again."""
+    out = found | {"epoch_starts": epoch_starts(epochs, share, epoch_length(found, epochs),
+                                                spread)}
+    return out | {"total": sum(out[part] for part in PARTS)}
 
 
 def epoch_starts(epochs: int, share: float | None, epoch_s: float, spread: float = 0.0) -> float:

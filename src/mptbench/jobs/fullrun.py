@@ -28,26 +28,20 @@ def run_of(record: dict[str, Any], batch: int) -> tuple[fullrun.Plan, float, flo
     return run, steps, (record.get("validation_examples") or 0) / batch
 
 
-def waited_share(r: ArmResult) -> float | None:
-    """The share of a repeat's epoch starts that waited; None where none told."""
-    return epochs.waited_share(epochs.boundaries(r.epoch_starts))
+def share_of(starts: list[dict], pooled: float | None = None) -> float | None:
+    """The share of a repeat's epoch starts (its rows) that waited, or `pooled` (the cell's)
+    where none of its own told; None where neither is known."""
+    own = epochs.waited_share(epochs.boundaries(starts))
+    return pooled if own is None else own
 
 
 def per_process(record: dict[str, Any], r: ArmResult, batch: int,
-                share: float | None = None, spread: float = 0.0) -> dict[str, float] | None:
+                share: float | None = None) -> dict[str, float] | None:
     """One repeat's whole run, part by part (seconds); None where it lacks a part. Its epoch
-    starts count with its own waited share, or `share` where it has none, and the rest of the
-    tuning period averaged over epoch lengths `spread` around its own."""
+    starts count with its own waited share, or `share` where it has none."""
     run, steps, batches = run_of(record, batch)
-    own = waited_share(r)
     return fullrun.parts(run, steps, batches, r.step_s, r.warmup_s, r.validation_first_s,
-                         r.validation_s, share if own is None else own, spread)
-
-
-def epoch_length(record: dict[str, Any], parts: dict[str, float]) -> float:
-    """One process's epoch of the whole run: its steps and validation over the epochs."""
-    return (parts["steps"] + parts["validation"]) / fullrun.plan(
-        (record.get("config") or {}).get("train") or {}).epochs
+                         r.validation_s, share_of(r.epoch_starts, share))
 
 
 def epoch_spread(lengths: list[float]) -> float:
@@ -56,6 +50,17 @@ def epoch_spread(lengths: list[float]) -> float:
     logs = [math.log(v) for v in lengths if v > 0]
     own = statistics.stdev(logs) if len(logs) > 1 else 0.0
     return max(epochs.EPOCH_SPREAD_FLOOR, own)
+
+
+def spread_over(each: list[dict[str, float]], shares: list[float | None],
+                run_epochs: int) -> tuple[list[dict[str, float]], list[float], float]:
+    """A cell's processes' whole runs (core/fullrun.py parts, each with its waited share) with
+    their epoch starts' rest averaged over the spread of their epoch lengths; those lengths,
+    and the spread."""
+    lengths = [fullrun.epoch_length(e, run_epochs) for e in each]
+    spread = epoch_spread(lengths)
+    return ([fullrun.with_spread(e, run_epochs, share, spread)
+             for e, share in zip(each, shares, strict=True)], lengths, spread)
 
 
 def epoch_figures(record: dict[str, Any], ok: list[ArmResult]) -> dict[str, Any]:
@@ -99,6 +104,7 @@ def figures(
         )
     out |= epoch_figures(record, ok)
     pooled = epochs.waited_share([b for r in ok for b in epochs.boundaries(r.epoch_starts)])
+    shares = [share_of(r.epoch_starts, pooled) for r in ok]
     each = [per_process(record, r, batch, pooled) for r in ok]
     if not ok or any(e is None for e in each):
         notes = [r.validation_note for r in ok if r.validation_note]
@@ -106,9 +112,7 @@ def figures(
             "not every process timed a validation batch" if ok else None
         )
         return out
-    lengths = [epoch_length(record, e) for e in each]
-    spread = epoch_spread(lengths)
-    each = [per_process(record, r, batch, pooled, spread) for r in ok]
+    each, lengths, spread = spread_over(each, shares, run.epochs)
     if run.epochs > 1:
         epoch = statistics.median(lengths)
         out |= {"fullrun_epoch_s": epoch, "fullrun_epoch_spread": spread,

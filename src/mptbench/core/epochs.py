@@ -6,9 +6,15 @@ pipeline (the default: `AUTOTUNE` anywhere, or `options.autotune.enabled`) has a
 re-tunes it on a period that starts at 10 ms and doubles up to 60 s. Destroying the iterator
 wakes that thread to end; in some epochs it goes back to sleep for the rest of its period
 instead, and the destruction waits for it, the machine idle: the epoch starts late by that rest
-(bench/README.md, bench_epochs.py: TensorFlow's own log shows the thread waiting again). Which
-epochs wait is a race; how long is not: the rest of the period the old iterator's thread is in,
-which depends on how long that iterator lived. So an epoch's start waits from nothing to about
+(bench/README.md, bench_epochs.py: TensorFlow's own log shows the thread waiting again). Why, as
+TensorFlow's source reads: destroying the iterator cancels it, which runs the cancellation
+callbacks its ops registered one after another (the tuning thread's wakes it) and marks the
+iterator cancelled only after the last (framework/cancellation.cc `StartCancel`); a thread
+that wakes and looks before that mark sees no cancellation and sleeps out its period
+(framework/model.cc `OptimizeLoop`). Which epochs wait is that race, so it turns on what the
+iterator's other ops do as it ends, and on how soon the woken thread runs; how long is not a
+race: the rest of the period the old iterator's thread is in, which depends on how long that
+iterator lived. So an epoch's start waits from nothing to about
 as long as the last epoch took (the periods double), and a run of short epochs waits in
 proportion to a run of long ones only where both lie alike in the periods.
 
@@ -49,6 +55,12 @@ _SPREAD_POINTS = 121
 # What to try, said where epochs waited.
 REMEDY = ("build the dataset with .repeat() and give fit steps_per_epoch (one iterator for the "
           "whole run), or set options.autotune.enabled = False")
+# Said beside the share: it is the timing epochs' own, and a user's feed may lose the race more
+# often (bench/README.md, bench_fullrun: a fit from an image folder waited at 0.72 of its later
+# starts where the pipeline's 1 s epochs waited at 0.42).
+SHARE_CAVEAT = ("How often a start waits is a race at the last iterator's end, set by the input "
+                "pipeline's ops and the machine, not by the model: a fit from your own dataset "
+                "may wait more often than these timing epochs did")
 
 
 def next_wake(lived_s: float) -> float:

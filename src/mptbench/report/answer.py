@@ -276,8 +276,8 @@ def _epoch_words(c: Choice, rows: pd.DataFrame) -> str | None:
                     f"{_seconds(float(row['epoch_wait_most_ms']) / 1000)} here{whole})")
     if not said:
         return None
-    return (f"Epochs start at two speeds: {'; '.join(said)}. To start every epoch at once, "
-            f"{epochs.REMEDY}.")
+    return (f"Epochs start at two speeds: {'; '.join(said)}. {epochs.SHARE_CAVEAT}. To start "
+            f"every epoch at once, {epochs.REMEDY}.")
 
 
 def _wake_words(row: pd.Series) -> str:

@@ -7,7 +7,8 @@ log), the outcome of every cell and its ms/step, and the share of the machine's 
 hypervisor gave to other guests meanwhile (steal time: two runs compare only where both were
 quiet), and writes them to <workdir>/bench_grid_last_run.json. Inside the train jobs, the timing
 processes' wall time by phase (framework start, build, warm-up, timed steps, the rest of the
-turns, validation, input cost, twins, profiles: engine/repeat.py PHASES), summed.
+turns, validation, input cost, twins, profiles, the last epochs' iterators still being destroyed:
+engine/repeat.py PHASES), summed.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from workflow_helpers import composed
 
 from mptbench.engine.repeat import FitLength, fit_length, step_clock
 from mptbench.engine.rounds import Rounds
-from mptbench.engine.timing import PAST_EPOCHS, StepClock, after_turn, fit_epochs
+from mptbench.engine.timing import PAST_EPOCHS, EpochEnds, StepClock, after_turn, fit_epochs
 from mptbench.plan import Cell, run_config
 
 IMAGENETTE_TRAIN = 9469  # imagenette2-320's training images: 18 steps an epoch at batch 512
@@ -155,6 +155,42 @@ def test_each_epoch_start_is_kept_after_the_second_with_how_long_its_iterator_li
     assert [round(s["wait_s"], 6) for s in starts] == [0.5 * k for k in range(2, 11)]
     assert all(s["lived_s"] == pytest.approx(10 * 0.1 + 2.0) for s in starts)
     assert clock.timed_wall_s == pytest.approx(sum(clock.step_seconds))  # no wait in it
+
+
+def test_an_iterator_destroyed_off_the_clock_holds_up_no_step_and_its_wait_is_timed():
+    """Each epoch's iterator waits 0.3 s in its destructor (a tuning thread sleeping out its
+    period). Released at the next epoch's first batch, the destruction runs in a thread of its
+    own: the epoch goes on at once, and the wait is still an epoch start's, after the second."""
+    import time as clock_time
+
+    class Slow:
+        def __next__(self):
+            raise StopIteration
+
+        def __iter__(self):
+            return self
+
+        def __del__(self):
+            clock_time.sleep(0.3)
+
+    class Data:
+        def __iter__(self):
+            return Slow()
+
+    ends = EpochEnds()
+    data = ends.track(Data())
+    assert isinstance(data, Data)
+    held = []
+    for epoch in range(4):  # fit: a new iterator each epoch, the last one let go of
+        held = [iter(data)]
+        if epoch >= 1:
+            started = clock_time.perf_counter()
+            ends.release(lived_s=1.5 * epoch, keep=epoch >= 2)
+            assert clock_time.perf_counter() - started < 0.25  # not waited for here
+    found = ends.join()
+    assert [s["lived_s"] for s in found] == [3.0, 4.5]
+    assert all(0.29 <= s["wait_s"] < 1.0 for s in found)
+    assert held  # the newest stays with fit
 
 
 def test_a_training_run_runs_its_own_epochs_each_a_new_iterator():

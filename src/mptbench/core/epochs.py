@@ -18,8 +18,10 @@ iterator lived. So an epoch's start waits from nothing to about
 as long as the last epoch took (the periods double), and a run of short epochs waits in
 proportion to a run of long ones only where both lie alike in the periods.
 
-So a timing process goes through several iterators, as `fit` does (engine/timing.py times each
-epoch's start), and a whole run is projected from two measured things: the share of the epoch
+So a timing process goes through several iterators, as `fit` does, and times what destroying
+each waited, in a thread of its own (engine/timing.py EpochEnds: the wait holds up no step, and
+on the default grid it was as long as the timed steps); a whole run is projected from two
+measured things: the share of the epoch
 starts that waited, and the rest of the period at the whole run's own epoch length. That rest is
 a cliff: an epoch just past a wake waits nearly a whole period, one just before it almost
 nothing (bench_epochs on the AMD EPYC: float32's iterators lived 9.2-9.6 s in one process and

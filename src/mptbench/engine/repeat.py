@@ -195,6 +195,9 @@ def _real(session: Session, arms: list[Arm], prepared: dict, job: RepeatJob) -> 
                             is_synthetic(prepared))
         train_ds, val_ds = feed.cell_data(session, run, prepared, **length.data)
         arm.clock = step_clock(run, epochs=not length.own_epochs)
+        if length.own_epochs and session.backend.facts.feeds == "dataset":
+            arm.clock.ends = timing.EpochEnds()
+            train_ds = arm.clock.ends.track(train_ds)
         fits[arm.name] = dict(x=train_ds, validation_data=val_ds, verbose=run.train.verbose,
                               **length.fit)
     host = HostCheck(session, arms[0].run.device.host_check)
@@ -395,9 +398,10 @@ def _validated(session: Session, arm: Arm, prepared: dict) -> None:
 # and the framework starting (from the process's creation), the arms' models built, their
 # warm-up, timed steps and what else their turns took (epoch starts, the host's check, the
 # switch from arm to arm), the validation batches, the input pipeline's own cost, the
-# synthetic twins, the profiles.
+# synthetic twins, the profiles, and at the end the last epochs' iterators still being
+# destroyed off the clock (engine/timing.py EpochEnds).
 PHASES = ("start", "build", "warmup", "timed", "turns", "validation", "input_cost", "twins",
-          "profile")
+          "profile", "epoch_ends")
 
 
 class Phases:
@@ -463,6 +467,10 @@ def run_repeat(session: Session, job: RepeatJob, prepared: dict,
                 _validated(session, arm, prepared)
     ok = [a for a in live if a.result.outcome == Outcome.OK]
     _after_steps(session, job, arms, ok, prepared, phases)
+    with phases("epoch_ends"):
+        for arm in live:
+            if arm.clock is not None and arm.clock.ends is not None:
+                arm.result.epoch_starts = arm.clock.ends.join()
     for arm in arms:
         print(f"repeat {job.repeat + 1}, {arm.name}: {arm.result.outcome}", flush=True)
     order = [r.policy.name for r in job.runs]

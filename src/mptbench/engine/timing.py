@@ -9,6 +9,7 @@ long each epoch's start waited (core/epochs.py)."""
 from __future__ import annotations
 
 import math
+import threading
 import time
 from typing import Any
 
@@ -35,6 +36,68 @@ def epoch_samples(train, predicted_s: float | None, block_steps: int) -> int | N
     if predicted_s:
         return max(1, round(train.epoch_seconds / (predicted_s * block_steps)))
     return train.round_samples
+
+
+class EpochEnds:
+    """The tf.data iterators a timing run's fit makes, each destroyed in a thread of its own
+    once the next epoch's first batch is under way, and timed there: what destroying it waited
+    for its tuning thread (core/epochs.py) is measured as a user's fit would wait it, and holds
+    up no step meanwhile. A user's fit waits it at the epoch's start, the machine idle; the
+    whole run counts that wait (core/fullrun.py), the timing process need not spend it: on the
+    default grid those waits were as long as the timed steps (bench/README.md, bench_grid).
+
+    `track` makes a dataset keep each iterator it makes; the clock calls `release` at each
+    epoch's first batch, when `fit` has let go of the last epoch's; `join` waits for the
+    destructions still waiting."""
+
+    def __init__(self, now=time.perf_counter):
+        self._now = now
+        self._made: list[Any] = []
+        self._threads: list[threading.Thread] = []
+        self.found: list[dict[str, float]] = []
+        self._lock = threading.Lock()
+
+    def track(self, dataset):
+        """`dataset`, keeping each iterator it makes (the same object, its class a subclass of
+        its own that does)."""
+        made = self._made
+
+        class Kept(type(dataset)):
+            def __iter__(self):
+                iterator = super().__iter__()
+                made.append(iterator)
+                return iterator
+
+        dataset.__class__ = Kept
+        return dataset
+
+    def release(self, lived_s: float, keep: bool) -> None:
+        """Every iterator but the newest, destroyed in a thread of its own; with `keep`, how
+        long that took is an epoch start's wait, after an iterator that lived `lived_s`."""
+        old = self._made[:-1]
+        del self._made[:-1]
+        if not old:
+            return
+        thread = threading.Thread(target=self._destroy, args=(old, lived_s, keep),
+                                  name="epoch-end", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _destroy(self, old: list[Any], lived_s: float, keep: bool) -> None:
+        started = self._now()
+        while old:
+            old.pop()  # the last reference: its destructor runs here
+        if keep:
+            with self._lock:
+                self.found.append({"lived_s": lived_s, "wait_s": self._now() - started})
+
+    def join(self, timeout_s: float = 120.0) -> list[dict[str, float]]:
+        """The epoch starts timed, once the destructions still waiting are over (a wait is at
+        most the tuning thread's longest period: core/epochs.py LONGEST_PERIOD_S)."""
+        for thread in self._threads:
+            thread.join(timeout_s)
+        with self._lock:
+            return list(self.found)
 
 
 def fit_epochs(train, steps_per_epoch: int, block_steps: int) -> int:
@@ -110,6 +173,9 @@ class StepClock:
         # second's is left out: the iterator before it lived through the compile, so when its
         # tuning thread started is not known.
         self.epoch_starts: list[dict[str, float]] = []
+        # Where set (EpochEnds), the last epoch's iterator is destroyed off this clock, and the
+        # starts are timed there instead.
+        self.ends: EpochEnds | None = None
         self._first_batch: float | None = None
         self._last_first_batch: float | None = None
 
@@ -132,7 +198,11 @@ class StepClock:
         self._t0 = self._now()
         if self._first_batch is None:
             self._first_batch = self._t0
-            if self._epoch >= 2 and self._last_first_batch is not None:
+            told = self._epoch >= 2 and self._last_first_batch is not None
+            if self.ends is not None and self._epoch >= 1:
+                lived = self._t0 - self._last_first_batch if told else 0.0
+                self.ends.release(lived, keep=told)
+            elif told:
                 self.epoch_starts.append({"lived_s": self._epoch_t0 - self._last_first_batch,
                                           "wait_s": self._t0 - self._epoch_t0})
 

@@ -177,7 +177,8 @@ def test_an_iterator_destroyed_off_the_clock_holds_up_no_step_and_its_wait_is_ti
         def __iter__(self):
             return Slow()
 
-    ends = EpochEnds()
+    found = []
+    ends = EpochEnds(found)
     data = ends.track(Data())
     assert isinstance(data, Data)
     held = []
@@ -187,7 +188,7 @@ def test_an_iterator_destroyed_off_the_clock_holds_up_no_step_and_its_wait_is_ti
             started = clock_time.perf_counter()
             ends.release(lived_s=1.5 * epoch, keep=epoch >= 2)
             assert clock_time.perf_counter() - started < 0.25  # not waited for here
-    found = ends.join()
+    ends.join()
     assert [s["lived_s"] for s in found] == [3.0, 4.5]
     assert all(0.29 <= s["wait_s"] < 1.0 for s in found)
     assert held  # the newest stays with fit

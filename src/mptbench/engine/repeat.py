@@ -196,7 +196,7 @@ def _real(session: Session, arms: list[Arm], prepared: dict, job: RepeatJob) -> 
         train_ds, val_ds = feed.cell_data(session, run, prepared, **length.data)
         arm.clock = step_clock(run, epochs=not length.own_epochs)
         if length.own_epochs and session.backend.facts.feeds == "dataset":
-            arm.clock.ends = timing.EpochEnds()
+            arm.clock.ends = timing.EpochEnds(arm.clock.epoch_starts)
             train_ds = arm.clock.ends.track(train_ds)
         fits[arm.name] = dict(x=train_ds, validation_data=val_ds, verbose=run.train.verbose,
                               **length.fit)
@@ -467,10 +467,10 @@ def run_repeat(session: Session, job: RepeatJob, prepared: dict,
                 _validated(session, arm, prepared)
     ok = [a for a in live if a.result.outcome == Outcome.OK]
     _after_steps(session, job, arms, ok, prepared, phases)
-    with phases("epoch_ends"):
+    with phases("epoch_ends"):  # the clock's epoch_starts, which the arm's result holds
         for arm in live:
             if arm.clock is not None and arm.clock.ends is not None:
-                arm.result.epoch_starts = arm.clock.ends.join()
+                arm.clock.ends.join()
     for arm in arms:
         print(f"repeat {job.repeat + 1}, {arm.name}: {arm.result.outcome}", flush=True)
     order = [r.policy.name for r in job.runs]

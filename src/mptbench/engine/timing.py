@@ -47,15 +47,14 @@ class EpochEnds:
     default grid those waits were as long as the timed steps (bench/README.md, bench_grid).
 
     `track` makes a dataset keep each iterator it makes; the clock calls `release` at each
-    epoch's first batch, when `fit` has let go of the last epoch's; `join` waits for the
-    destructions still waiting."""
+    epoch's first batch, when `fit` has let go of the last epoch's; each destruction's start
+    goes into `found` (the clock's epoch_starts) as it ends; `join` waits for those still
+    waiting."""
 
-    def __init__(self, now=time.perf_counter):
-        self._now = now
+    def __init__(self, found: list[dict[str, float]], now=time.perf_counter):
+        self.found, self._now = found, now
         self._made: list[Any] = []
         self._threads: list[threading.Thread] = []
-        self.found: list[dict[str, float]] = []
-        self._lock = threading.Lock()
 
     def track(self, dataset):
         """`dataset`, keeping each iterator it makes (the same object, its class a subclass of
@@ -87,17 +86,14 @@ class EpochEnds:
         started = self._now()
         while old:
             old.pop()  # the last reference: its destructor runs here
-        if keep:
-            with self._lock:
-                self.found.append({"lived_s": lived_s, "wait_s": self._now() - started})
+        if keep:  # one append: atomic, whichever thread ends first
+            self.found.append({"lived_s": lived_s, "wait_s": self._now() - started})
 
-    def join(self, timeout_s: float = 120.0) -> list[dict[str, float]]:
-        """The epoch starts timed, once the destructions still waiting are over (a wait is at
-        most the tuning thread's longest period: core/epochs.py LONGEST_PERIOD_S)."""
+    def join(self, timeout_s: float = 120.0) -> None:
+        """Once the destructions still waiting are over (a wait is at most the tuning thread's
+        longest period: core/epochs.py LONGEST_PERIOD_S)."""
         for thread in self._threads:
             thread.join(timeout_s)
-        with self._lock:
-            return list(self.found)
 
 
 def fit_epochs(train, steps_per_epoch: int, block_steps: int) -> int:
@@ -173,8 +169,8 @@ class StepClock:
         # second's is left out: the iterator before it lived through the compile, so when its
         # tuning thread started is not known.
         self.epoch_starts: list[dict[str, float]] = []
-        # Where set (EpochEnds), the last epoch's iterator is destroyed off this clock, and the
-        # starts are timed there instead.
+        # Where set (EpochEnds), the last epoch's iterator is destroyed off this clock, and its
+        # thread adds the start here once the destruction is over.
         self.ends: EpochEnds | None = None
         self._first_batch: float | None = None
         self._last_first_batch: float | None = None
